@@ -72,7 +72,11 @@ const (
 	OpIn  Op = "in" // Value is []any
 )
 
-// Filter keeps documents whose Field compares to Value with Op.
+// Filter keeps documents whose Field compares to Value with Op, with Firestore's
+// meaning: a document lacking Field never matches; range operators (<, <=, >,
+// >=) only match values of the same kind as Value (numbers with numbers, strings
+// with strings…); != also excludes null; int64 and float64 compare by value.
+// Field may be a dotted path into nested maps ("plan.amount").
 type Filter struct {
 	Field string
 	Op    Op
@@ -86,14 +90,23 @@ type Query struct {
 	Collection string
 	// Filters are ANDed.
 	Filters []Filter
-	// OrderBy is a field name, or "" for document id order. Documents lacking
-	// the field are not returned (as in Firestore).
+	// OrderBy is a field name (or dotted path), or "" for document id order.
+	// Documents lacking the field are not returned (as in Firestore); documents
+	// with equal values are ordered by id. Values of different kinds follow
+	// Firestore's order: null, bool, numbers, timestamps, strings, bytes,
+	// lists, maps. As in Firestore, range and != filters may only be on one
+	// field, and a Query using them must order by that field (Aggregate need not).
 	OrderBy string
-	// Desc reverses the order.
+	// Desc reverses the order (ties by id are reversed too).
 	Desc bool
 	// StartAfter, when non-nil, is a cursor: the OrderBy value (or document id
-	// when OrderBy is "") after which results start.
+	// when OrderBy is "") after which results start. With OrderBy set, every
+	// document with that value is skipped unless StartAfterID is set too.
 	StartAfter any
+	// StartAfterID, with OrderBy and StartAfter, completes the cursor: results
+	// start after the document (StartAfter, StartAfterID), so paging by a field
+	// whose values repeat neither skips nor repeats documents.
+	StartAfterID string
 	// Limit caps the number of results; 0 means no limit.
 	Limit int
 }
@@ -102,7 +115,8 @@ type Query struct {
 type Aggregate struct {
 	Count int64
 	// Sums holds the sum of each requested integer field over matching documents
-	// (documents lacking the field contribute nothing).
+	// (documents lacking the field, or holding a non-number, contribute nothing;
+	// a float64 among the values, or an overflow, is ErrInvalid).
 	Sums map[string]int64
 }
 
