@@ -49,7 +49,9 @@ func ids(docs []store.Doc) []string {
 
 func testQueries(t *testing.T, b store.Backend) {
 	seedItems(t, b)
-	f := func(field string, op store.Op, v any) store.Filter { return store.Filter{Field: field, Op: op, Value: v} }
+	f := func(field string, op store.Op, v any) store.Filter {
+		return store.Filter{Field: field, Op: op, Value: v}
+	}
 	tests := []struct {
 		name string
 		q    store.Query
