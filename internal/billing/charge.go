@@ -1,0 +1,385 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stripe/stripe-go/v82"
+
+	"billrun.dev/billrun/internal/store"
+)
+
+// ChargeRequest asks to charge one customer for one period. It carries no
+// amount: the amount comes from the write-ahead record.
+type ChargeRequest struct {
+	Period     string
+	CustomerID string
+	// KeyRef is the vault key reference for this charge, if the vault is used.
+	KeyRef string
+}
+
+// Outcome is Charge's answer.
+type Outcome string
+
+// Outcomes. The first three are answered 200, Retry 503 or 429, the rest 422.
+const (
+	OutcomeCharged        Outcome = "charged"
+	OutcomeAlreadyCharged Outcome = "already_charged"
+	OutcomeSkipped        Outcome = "skipped"
+	OutcomeDeclined       Outcome = "declined"
+	OutcomeRequiresAction Outcome = "requires_action"
+	OutcomeHeldForReview  Outcome = "held_for_review"
+	OutcomeFailed         Outcome = "failed"
+	// OutcomeRetry: no final answer yet; the record stays pending and the
+	// attempt was counted. Retry after RetryAfter.
+	OutcomeRetry Outcome = "retry"
+)
+
+// ChargeResult is what Charge did.
+type ChargeResult struct {
+	Outcome       Outcome
+	CustomerID    string
+	PaymentIntent string
+	Amount        int64
+	Currency      string
+	Attempts      int64
+	ErrorCode     string
+	DeclineCode   string
+	Reason        string
+	// RetryAfter and RateLimited are set for OutcomeRetry.
+	RetryAfter  time.Duration
+	RateLimited bool
+	// Reconciled is true when this call adopted a payment found by listing.
+	Reconciled bool
+}
+
+// Permanent reports an outcome that is final for this customer and not a
+// success (answered 422).
+func (r ChargeResult) Permanent() bool {
+	switch r.Outcome {
+	case OutcomeDeclined, OutcomeRequiresAction, OutcomeHeldForReview, OutcomeFailed:
+		return true
+	}
+	return false
+}
+
+// resultFrom describes a settled record; fresh says whether this call settled it.
+func resultFrom(rec ChargeRecord, fresh bool) ChargeResult {
+	r := ChargeResult{
+		CustomerID: rec.CustomerID, PaymentIntent: rec.PaymentIntent, Amount: rec.Amount, Currency: rec.Currency,
+		Attempts: rec.Attempts, ErrorCode: rec.ErrorCode, DeclineCode: rec.DeclineCode, Reason: rec.Reason,
+	}
+	switch rec.State {
+	case StateSucceeded:
+		r.Outcome = OutcomeAlreadyCharged
+		if fresh {
+			r.Outcome = OutcomeCharged
+		}
+	case StateSkipped:
+		r.Outcome = OutcomeSkipped
+	default:
+		r.Outcome = Outcome(rec.State)
+	}
+	return r
+}
+
+// Charge runs the charge protocol for one (period, customer) (I1, I2):
+//
+//  1. In one transaction, read the record: a settled record is answered from the
+//     store, without Stripe. Otherwise create it (amount, currency and key fixed
+//     from the customer now) or reuse it, and count the attempt, before any
+//     Stripe request.
+//  2. A pending record whose key may have left Stripe's 24 h window is first
+//     reconciled: list the customer's PaymentIntents and adopt one carrying the
+//     key; only if none exists is a new request made (the record says so).
+//  3. Create the PaymentIntent (off-session, confirmed, with the record's key and
+//     metadata), then settle the record from the answer. Answers that leave the
+//     outcome unknown keep the record pending: a retry sends the same key.
+//
+// Steps after the first run detached from ctx's cancellation: a caller that
+// gives up (a workflow deadline) must not stop an answer from being recorded.
+func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, error) {
+	now := s.clock()
+	if err := ValidatePeriod(req.Period, now); err != nil {
+		return ChargeResult{}, err
+	}
+	if err := ValidateCustomerID(req.CustomerID); err != nil {
+		return ChargeResult{}, err
+	}
+	if err := validateKeyRef(req.KeyRef); err != nil {
+		return ChargeResult{}, err
+	}
+	if s.stripe == nil {
+		return ChargeResult{}, fmt.Errorf("charge: %w: no Stripe client configured", ErrStripeConfig)
+	}
+	reconciled := false
+	for {
+		step, err := s.beginAttempt(ctx, req, reconciled)
+		if err != nil {
+			return ChargeResult{}, fmt.Errorf("charge %s/%s: %w", req.Period, req.CustomerID, err)
+		}
+		if step.done != nil {
+			s.logResult(ctx, req, *step.done)
+			return *step.done, nil
+		}
+		work := context.WithoutCancel(ctx)
+		client, err := s.stripe.StripeClient(work, ChargeRef{Period: req.Period, CustomerID: req.CustomerID, KeyRef: req.KeyRef})
+		if err != nil {
+			return ChargeResult{}, fmt.Errorf("charge %s/%s: stripe client: %w", req.Period, req.CustomerID, err)
+		}
+		if step.reconcile {
+			v, found, err := s.reconcile(work, client, step.rec)
+			if err != nil {
+				return s.settle(work, req, reconcileFailed(err), false)
+			}
+			if found {
+				return s.settle(work, req, v, true)
+			}
+			reconciled = true
+			continue
+		}
+		pi, err := client.V1PaymentIntents.Create(work, createParams(step.rec))
+		v := verdict{}
+		if err != nil {
+			v = classifyError(err)
+		} else {
+			v = classifyIntent(pi)
+		}
+		return s.settle(work, req, v, false)
+	}
+}
+
+// attemptStep is what beginAttempt decided.
+type attemptStep struct {
+	// done is the answer when no Stripe request is needed.
+	done *ChargeResult
+	// reconcile asks for listing before any request.
+	reconcile bool
+	rec       ChargeRecord
+}
+
+// beginAttempt is step 1 of the protocol, in one transaction.
+func (s *Service) beginAttempt(ctx context.Context, req ChargeRequest, reconciled bool) (attemptStep, error) {
+	now := s.clock()
+	var step attemptStep
+	path := chargePath(req.Period, req.CustomerID)
+	err := s.store.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
+		step = attemptStep{}
+		doc, err := tx.Get(ctx, path)
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		if err == nil {
+			rec, err := recordFrom(doc)
+			if err != nil {
+				return err
+			}
+			if rec.State.Terminal() {
+				r := resultFrom(rec, false)
+				step.done = &r
+				return nil
+			}
+			if rec.Attempts > 0 && now.Sub(rec.WindowStart) >= s.stalePending {
+				if !reconciled {
+					step.reconcile, step.rec = true, rec
+					return nil
+				}
+				rec.WindowStart, rec.ReconciledAt = now, now
+				rec.Reason = "reconciled: no payment found in Stripe for this key; new request under the same key"
+			}
+			step.rec = countAttempt(rec, req.KeyRef, now)
+			return tx.Set(path, step.rec.data())
+		}
+		// No record yet: Charge came before enumeration. Decide from the customer now.
+		cdoc, err := tx.Get(ctx, customerPath(req.CustomerID))
+		if isNotFound(err) {
+			// Nothing to record against: the id names no customer.
+			step.done = &ChargeResult{Outcome: OutcomeFailed, CustomerID: req.CustomerID,
+				ErrorCode: "unknown_customer", Reason: "no customer with this id"}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rdoc, err := tx.Get(ctx, runPath(req.Period))
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		if err == nil {
+			run, err := runFrom(rdoc)
+			if err != nil {
+				return err
+			}
+			if run.State == RunCompleted {
+				return fmt.Errorf("%w: %s is completed and has no charge record for this customer", ErrRunCompleted, req.Period)
+			}
+		}
+		c, _ := customerFrom(cdoc) // a decode error becomes a failed decision
+		c.ID = req.CustomerID
+		rec := newRecord(req.Period, c, decideDoc(cdoc, req.Period), now)
+		if rec.State.Terminal() {
+			r := resultFrom(rec, true)
+			step.done = &r
+			return tx.Create(path, rec.data())
+		}
+		step.rec = countAttempt(rec, req.KeyRef, now)
+		return tx.Create(path, step.rec.data())
+	})
+	return step, err
+}
+
+// countAttempt records that a Stripe request is about to be made.
+func countAttempt(rec ChargeRecord, keyRef string, now time.Time) ChargeRecord {
+	rec.Attempts++
+	rec.LastAttemptAt, rec.UpdatedAt = now, now
+	if rec.WindowStart.IsZero() {
+		rec.WindowStart = now
+	}
+	if keyRef != "" {
+		rec.KeyRef = keyRef
+	}
+	return rec
+}
+
+// Metadata keys on every PaymentIntent billrun creates; reconciliation matches them.
+const (
+	MetaPeriod   = "billrun_period"
+	MetaCustomer = "billrun_customer"
+	MetaKey      = "billrun_key"
+)
+
+func createParams(rec ChargeRecord) *stripe.PaymentIntentCreateParams {
+	p := &stripe.PaymentIntentCreateParams{
+		Amount:        stripe.Int64(rec.Amount),
+		Currency:      stripe.String(rec.Currency),
+		Customer:      stripe.String(rec.StripeCustomerID),
+		PaymentMethod: stripe.String(rec.PaymentMethod),
+		OffSession:    stripe.Bool(true),
+		Confirm:       stripe.Bool(true),
+		Metadata: map[string]string{
+			MetaPeriod:   rec.Period,
+			MetaCustomer: rec.CustomerID,
+			MetaKey:      rec.IdempotencyKey,
+		},
+	}
+	p.SetIdempotencyKey(rec.IdempotencyKey)
+	return p
+}
+
+// reconcile lists the customer's PaymentIntents (the list API: search lags
+// writes) and returns the verdict of the one carrying the record's key.
+func (s *Service) reconcile(ctx context.Context, client *stripe.Client, rec ChargeRecord) (verdict, bool, error) {
+	params := &stripe.PaymentIntentListParams{Customer: stripe.String(rec.StripeCustomerID)}
+	params.Limit = stripe.Int64(100)
+	var matches []*stripe.PaymentIntent
+	for pi, err := range client.V1PaymentIntents.List(ctx, params) {
+		if err != nil {
+			return verdict{}, false, err
+		}
+		md := pi.Metadata
+		if md[MetaKey] == rec.IdempotencyKey && md[MetaPeriod] == rec.Period && md[MetaCustomer] == rec.CustomerID {
+			matches = append(matches, pi)
+		}
+	}
+	s.log.InfoContext(ctx, "reconciled stale pending charge", "period", rec.Period, "customer", rec.CustomerID,
+		"attempts", rec.Attempts, "matches", len(matches))
+	if len(matches) == 0 {
+		return verdict{}, false, nil
+	}
+	var succeeded []*stripe.PaymentIntent
+	for _, pi := range matches {
+		if pi.Status == stripe.PaymentIntentStatusSucceeded {
+			succeeded = append(succeeded, pi)
+		}
+	}
+	switch {
+	case len(succeeded) > 1:
+		return verdict{state: StateHeldForReview, code: "duplicate_payments", paymentIntent: succeeded[0].ID,
+			reason: fmt.Sprintf("%d successful PaymentIntents carry this key", len(succeeded))}, true, nil
+	case len(succeeded) == 1:
+		return classifyIntent(succeeded[0]), true, nil
+	}
+	latest := matches[0]
+	for _, pi := range matches[1:] {
+		if pi.Created > latest.Created {
+			latest = pi
+		}
+	}
+	return classifyIntent(latest), true, nil
+}
+
+// reconcileFailed classifies a failed listing. A listing cannot tell whether a
+// payment exists, so a permanent refusal holds the charge for review instead of
+// recording a customer outcome, and no new request is made.
+func reconcileFailed(err error) verdict {
+	v := classifyError(err)
+	v.reason = "reconciliation: " + v.reason
+	if v.kind == kindTerminal {
+		v.state = StateHeldForReview
+	}
+	return v
+}
+
+// settle is step 3: record the verdict unless the record is already settled.
+func (s *Service) settle(ctx context.Context, req ChargeRequest, v verdict, reconciled bool) (ChargeResult, error) {
+	now := s.clock()
+	path := chargePath(req.Period, req.CustomerID)
+	var res ChargeResult
+	err := s.store.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
+		doc, err := tx.Get(ctx, path)
+		if err != nil {
+			return err
+		}
+		rec, err := recordFrom(doc)
+		if err != nil {
+			return err
+		}
+		if rec.State.Terminal() {
+			// A concurrent call settled it first; its answer stands.
+			res = resultFrom(rec, false)
+			return nil
+		}
+		rec.UpdatedAt = now
+		rec.ErrorCode, rec.DeclineCode, rec.Reason = v.code, v.declineCode, v.reason
+		if v.paymentIntent != "" {
+			rec.PaymentIntent = v.paymentIntent
+		}
+		if reconciled {
+			rec.ReconciledAt = now
+		}
+		if v.kind == kindTerminal {
+			rec.State, rec.SettledAt = v.state, now
+			res = resultFrom(rec, true)
+		} else {
+			res = resultFrom(rec, false)
+			res.Outcome, res.RetryAfter, res.RateLimited = OutcomeRetry, v.retryAfter, v.kind == kindRateLimited
+		}
+		res.Reconciled = reconciled
+		return tx.Set(path, rec.data())
+	})
+	if err != nil {
+		return ChargeResult{}, fmt.Errorf("charge %s/%s: settle: %w", req.Period, req.CustomerID, err)
+	}
+	s.logResult(ctx, req, res)
+	switch v.kind {
+	case kindBug:
+		return ChargeResult{}, fmt.Errorf("charge %s/%s: %w: %s (%s)", req.Period, req.CustomerID, ErrInvalidInput, v.reason, v.code)
+	case kindConfig:
+		return ChargeResult{}, fmt.Errorf("charge %s/%s: %w: %s", req.Period, req.CustomerID, ErrStripeConfig, v.reason)
+	}
+	return res, nil
+}
+
+func (s *Service) logResult(ctx context.Context, req ChargeRequest, r ChargeResult) {
+	level := slogLevel(r)
+	s.log.Log(ctx, level, "charge", "period", req.Period, "customer", req.CustomerID, "outcome", string(r.Outcome),
+		"attempts", r.Attempts, "payment_intent", r.PaymentIntent, "code", r.ErrorCode, "decline_code", r.DeclineCode,
+		"reason", r.Reason, "reconciled", r.Reconciled)
+}
+
+// IsTransient reports a store error worth retrying (contention, unavailability).
+func IsTransient(err error) bool {
+	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrUnavailable)
+}

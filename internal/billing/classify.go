@@ -1,0 +1,147 @@
+package billing
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/stripe/stripe-go/v82"
+)
+
+// verdictKind is what an answer from Stripe (or the vault proxy in front of it)
+// means for the charge record and the caller.
+type verdictKind int
+
+const (
+	// kindTerminal: record the verdict's state; the answer is final.
+	kindTerminal verdictKind = iota
+	// kindRetry: the request may or may not have happened; the record stays
+	// pending and a retry with the same key is safe (503).
+	kindRetry
+	// kindRateLimited: like kindRetry, answered 429.
+	kindRateLimited
+	// kindBug: the request was wrong (an unknown vault key, a forbidden
+	// endpoint): record the reason, stay pending, answer 400.
+	kindBug
+	// kindConfig: Stripe refused our credentials: stay pending, answer 500.
+	kindConfig
+)
+
+// verdict is one classified answer.
+type verdict struct {
+	kind  verdictKind
+	state State // for kindTerminal
+	// code is Stripe's (or the vault's) error code; declineCode the card's.
+	code, declineCode string
+	reason            string
+	paymentIntent     string
+	retryAfter        time.Duration
+}
+
+// Retry-After defaults, in the absence of a header from Stripe or the proxy.
+const (
+	retryKeyInUse   = 1 * time.Second
+	retryRateLimit  = 2 * time.Second
+	retryTransient  = 2 * time.Second
+	maxRetryAfter   = 60 * time.Second
+	vaultCapCode    = "vault_cap_exceeded"
+	vaultBudgetCode = "vault_budget_exceeded"
+	vaultExpired    = "vault_key_expired"
+	vaultUnknownKey = "vault_unknown_key"
+	vaultEndpoint   = "vault_endpoint_not_allowed"
+)
+
+// classifyIntent reads a PaymentIntent that Stripe returned (or that
+// reconciliation found).
+func classifyIntent(pi *stripe.PaymentIntent) verdict {
+	v := verdict{paymentIntent: pi.ID}
+	switch pi.Status {
+	case stripe.PaymentIntentStatusSucceeded:
+		v.state = StateSucceeded
+	case stripe.PaymentIntentStatusRequiresAction:
+		v.state, v.code, v.reason = StateRequiresAction, string(stripe.ErrorCodeAuthenticationRequired), "the bank requires the customer to authenticate"
+	case stripe.PaymentIntentStatusRequiresPaymentMethod:
+		v.state, v.reason = StateDeclined, "the payment failed"
+		if e := pi.LastPaymentError; e != nil {
+			v.code, v.declineCode, v.reason = string(e.Code), string(e.DeclineCode), e.Msg
+			if isAuthRequired(e) {
+				v.state = StateRequiresAction
+			}
+		}
+	case stripe.PaymentIntentStatusProcessing:
+		v.kind, v.reason, v.retryAfter = kindRetry, "the payment is still processing", retryTransient
+	default:
+		v.state, v.code, v.reason = StateHeldForReview, "unexpected_status", fmt.Sprintf("unexpected PaymentIntent status %q", pi.Status)
+	}
+	return v
+}
+
+// classifyError maps an error from stripe-go onto a verdict. It is the one place
+// that knows Stripe's and the vault proxy's error vocabulary.
+func classifyError(err error) verdict {
+	var se *stripe.Error
+	if !errors.As(err, &se) {
+		// Timeouts, dropped connections, unparseable bodies: the request may have
+		// reached Stripe. The same key makes the retry safe.
+		return verdict{kind: kindRetry, code: "network_error", reason: "no answer from Stripe: " + err.Error(), retryAfter: retryTransient}
+	}
+	v := verdict{code: string(se.Code), declineCode: string(se.DeclineCode), reason: se.Msg}
+	if se.PaymentIntent != nil {
+		v.paymentIntent = se.PaymentIntent.ID
+	}
+	retryAfter := func(def time.Duration) time.Duration {
+		if se.LastResponse != nil {
+			if n, err := strconv.Atoi(se.LastResponse.Header.Get("Retry-After")); err == nil && n > 0 {
+				return min(time.Duration(n)*time.Second, maxRetryAfter)
+			}
+		}
+		return def
+	}
+	switch {
+	// The vault proxy answers in Stripe's error shape; its codes come first.
+	case se.Code == vaultCapCode || se.Code == vaultBudgetCode:
+		v.kind, v.state = kindTerminal, StateHeldForReview
+	case se.Code == vaultExpired:
+		v.kind, v.retryAfter = kindRetry, retryAfter(retryTransient)
+	case se.Code == vaultUnknownKey || se.Code == vaultEndpoint:
+		v.kind = kindBug
+	case se.Code == stripe.ErrorCodeIdempotencyKeyInUse || se.HTTPStatusCode == http.StatusConflict:
+		v.kind, v.retryAfter = kindRetry, retryAfter(retryKeyInUse)
+	case se.HTTPStatusCode == http.StatusTooManyRequests:
+		v.kind, v.retryAfter = kindRateLimited, retryAfter(retryRateLimit)
+	case se.HTTPStatusCode >= 500 || se.Type == stripe.ErrorTypeAPI:
+		v.kind, v.retryAfter = kindRetry, retryAfter(retryTransient)
+	case se.Type == stripe.ErrorTypeCard && isAuthRequired(se):
+		v.kind, v.state = kindTerminal, StateRequiresAction
+	case se.Type == stripe.ErrorTypeCard:
+		v.kind, v.state = kindTerminal, StateDeclined
+	case se.Type == stripe.ErrorTypeIdempotency:
+		// Our key was used with other parameters: a payment may exist under it.
+		// A human decides; never a second request.
+		v.kind, v.state = kindTerminal, StateHeldForReview
+		if v.code == "" {
+			v.code = string(stripe.ErrorTypeIdempotency)
+		}
+	case se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden:
+		v.kind = kindConfig
+	default:
+		// invalid_request_error and other 4xx: Stripe refused this customer's
+		// data (no such customer, detached payment method, bad currency, amount
+		// too small). Permanent until the data changes.
+		v.kind, v.state = kindTerminal, StateFailed
+	}
+	if v.code == "" {
+		v.code = string(se.Type)
+	}
+	if v.reason == "" {
+		v.reason = fmt.Sprintf("Stripe answered %d %s", se.HTTPStatusCode, se.Type)
+	}
+	return v
+}
+
+func isAuthRequired(e *stripe.Error) bool {
+	return e.Code == stripe.ErrorCodeAuthenticationRequired ||
+		e.DeclineCode == stripe.DeclineCode(stripe.ErrorCodeAuthenticationRequired)
+}
