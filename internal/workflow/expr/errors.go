@@ -45,7 +45,12 @@ type Error struct {
 	// raised is the exact value of a `raise:` step, kept because Google hands a
 	// raised string or map to `except: as:` unchanged.
 	raised any
+	// cause is a sentinel the error also matches with errors.Is.
+	cause error
 }
+
+// Unwrap exposes the sentinel behind the error, if any (e.g. ErrArgCount).
+func (e *Error) Unwrap() error { return e.cause }
 
 // NewError returns an error with one tag and a formatted message.
 func NewError(tag, format string, args ...any) *Error {

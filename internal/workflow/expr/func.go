@@ -18,6 +18,8 @@ var (
 	// ErrBlockingCall: a blocking function (http.*, sys.sleep, sys.log,
 	// googleapis.*) was called inside an expression instead of a call step.
 	ErrBlockingCall = errors.New("blocking function called in an expression")
+	// ErrArgCount: a call passes too few or too many arguments.
+	ErrArgCount = errors.New("wrong number of arguments")
 	// ErrDuplicate: a name was registered twice.
 	ErrDuplicate = errors.New("name already registered")
 )
@@ -41,34 +43,48 @@ type Func struct {
 	Call func(ctx context.Context, args []any) (any, error)
 }
 
-// Bind checks a positional argument list against Params and fills defaults.
-func (f *Func) Bind(args []any) ([]any, error) {
-	required := 0
+// arity returns how many positional arguments f accepts.
+func (f *Func) arity() (lo, hi int) {
 	for _, p := range f.Params {
 		if !p.Optional {
-			required++
+			lo++
 		}
 	}
-	if len(args) < required || len(args) > len(f.Params) {
-		want := fmt.Sprint(len(f.Params))
-		if required != len(f.Params) {
-			want = fmt.Sprintf("%d to %d", required, len(f.Params))
-		}
-		return nil, TypeError("%s() takes %s arguments (%d given)", f.Name, want, len(args))
+	return lo, len(f.Params)
+}
+
+// checkCount reports a wrong number of positional arguments as a TypeError
+// wrapping ErrArgCount.
+func (f *Func) checkCount(n int) error {
+	lo, hi := f.arity()
+	if n >= lo && n <= hi {
+		return nil
+	}
+	want := fmt.Sprint(hi)
+	if lo != hi {
+		want = fmt.Sprintf("%d to %d", lo, hi)
+	}
+	return &Error{Tags: []string{TagTypeError}, Message: fmt.Sprintf("%s() takes %s arguments (%d given)", f.Name, want, n), cause: ErrArgCount}
+}
+
+// Bind checks a positional argument list against Params and fills defaults.
+// Optional parameters come after the required ones, so the missing ones are
+// a suffix.
+func (f *Func) Bind(args []any) ([]any, error) {
+	if err := f.checkCount(len(args)); err != nil {
+		return nil, err
 	}
 	out := make([]any, len(f.Params))
 	copy(out, args)
 	for i := len(args); i < len(f.Params); i++ {
-		if !f.Params[i].Optional {
-			return nil, TypeError("%s() missing required argument %q", f.Name, f.Params[i].Name)
-		}
 		out[i] = f.Params[i].Default
 	}
 	return out, nil
 }
 
 // BindNamed maps a call step's `args:` onto positions, reporting every unknown
-// and every missing required argument at once.
+// and every missing required argument at once (a TypeError wrapping
+// ErrArgCount).
 func (f *Func) BindNamed(args map[string]any) ([]any, error) {
 	out := make([]any, len(f.Params))
 	var missing []string
@@ -100,9 +116,14 @@ func (f *Func) BindNamed(args map[string]any) ([]any, error) {
 		problems = append(problems, "missing required argument(s) "+strings.Join(missing, ", "))
 	}
 	if len(problems) > 0 {
-		return nil, TypeError("%s: %s", f.Name, strings.Join(problems, "; "))
+		return nil, &Error{Tags: []string{TagTypeError}, Message: f.Name + ": " + strings.Join(problems, "; "), cause: ErrArgCount}
 	}
 	return out, nil
+}
+
+// FuncLookup finds functions by dotted name; Registry and Env implement it.
+type FuncLookup interface {
+	Func(name string) (*Func, bool)
 }
 
 // Env is what an expression can see: variables by name, functions and module

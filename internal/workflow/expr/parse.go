@@ -165,36 +165,19 @@ func (e *Expr) Vars() []string {
 // sorted and without duplicates.
 func (e *Expr) Calls() []string { return slices.Clone(e.calls) }
 
-func (e *Expr) collect(n node) {
-	switch n := n.(type) {
-	case *identNode, *memberNode:
-		if path, ok := staticPath(n); ok {
-			e.refs = append(e.refs, strings.Join(path, "."))
-			return
+func (e *Expr) collect(root node) {
+	walk(root, func(n node) bool {
+		switch n := n.(type) {
+		case *identNode, *memberNode:
+			if path, ok := staticPath(n); ok {
+				e.refs = append(e.refs, strings.Join(path, "."))
+				return false
+			}
+		case *callNode:
+			e.calls = append(e.calls, n.name)
 		}
-		e.collect(n.(*memberNode).x)
-	case *indexNode:
-		e.collect(n.x)
-		e.collect(n.index)
-	case *callNode:
-		e.calls = append(e.calls, n.name)
-		for _, a := range n.args {
-			e.collect(a)
-		}
-	case *unaryNode:
-		e.collect(n.x)
-	case *binaryNode:
-		e.collect(n.l)
-		e.collect(n.r)
-	case *listNode:
-		for _, x := range n.elems {
-			e.collect(x)
-		}
-	case *mapNode:
-		for _, x := range n.vals {
-			e.collect(x)
-		}
-	}
+		return true
+	})
 }
 
 // staticPath returns the names of an identifier followed by member accesses

@@ -293,12 +293,9 @@ func encodeIndented(fn string, data, indent any) ([]byte, error) {
 }
 
 // mapGet is map.get(map, keys): keys is one key or a list of keys naming a
-// nested path; a missing key, or a path through a non-map value, gives null.
+// nested path. A missing key, a first argument that is not a map, or a path
+// through a non-map value gives null; only a bad keys argument is an error.
 func mapGet(a []any) (any, error) {
-	m, err := argMap("map.get", "map", a[0])
-	if err != nil {
-		return nil, err
-	}
 	var path []string
 	switch k := a[1].(type) {
 	case string:
@@ -314,13 +311,13 @@ func mapGet(a []any) (any, error) {
 	default:
 		return nil, argErr("map.get", "keys", "a string or a list of strings", a[1])
 	}
-	var cur any = m
+	cur := a[0]
 	for _, k := range path {
-		cm, ok := cur.(map[string]any)
+		m, ok := cur.(map[string]any)
 		if !ok {
 			return nil, nil
 		}
-		if cur, ok = cm[k]; !ok {
+		if cur, ok = m[k]; !ok {
 			return nil, nil
 		}
 	}

@@ -40,7 +40,7 @@ func registerText(b *builder) {
 		}
 		out, err := enc.NewEncoder().Bytes([]byte(s))
 		if err != nil {
-			return nil, ValueError("text.encode: text cannot be encoded in %v: %s", a[1], err.Error())
+			return nil, ValueError("text.encode: text cannot be encoded in %v", a[1])
 		}
 		return out, nil
 	}))
