@@ -125,7 +125,8 @@ func classifyError(err error) verdict {
 			v.code = string(stripe.ErrorTypeIdempotency)
 		}
 	case se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden:
-		v.kind = kindConfig
+		// Stripe's message may quote part of the key: keep it out of records and logs.
+		v.kind, v.reason = kindConfig, fmt.Sprintf("Stripe refused the credentials (%d %s %s)", se.HTTPStatusCode, se.Type, se.Code)
 	default:
 		// invalid_request_error and other 4xx: Stripe refused this customer's
 		// data (no such customer, detached payment method, bad currency, amount

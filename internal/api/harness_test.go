@@ -1,0 +1,469 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v82"
+
+	"billrun.dev/billrun/internal/api"
+	"billrun.dev/billrun/internal/billing"
+	"billrun.dev/billrun/internal/store"
+	"billrun.dev/billrun/internal/store/embedded"
+	"billrun.dev/billrun/internal/stripesim"
+)
+
+// The scenarios bill October 2026 on 2 November.
+const (
+	period    = "2026-10"
+	testLease = 10 * time.Minute
+)
+
+var startTime = time.Date(2026, 11, 2, 6, 0, 0, 0, time.UTC)
+
+// backendCase opens one kind of store for a test.
+type backendCase struct {
+	name string
+	open func(t *testing.T) store.Backend
+}
+
+// backends lists the stores every scenario runs on.
+func backends() []backendCase {
+	return append([]backendCase{{"embedded", openEmbedded}}, extraBackends()...)
+}
+
+func openEmbedded(t *testing.T) store.Backend {
+	t.Helper()
+	db, err := embedded.Open(t.Context(), filepath.Join(t.TempDir(), "store.db"))
+	if err != nil {
+		t.Fatalf("open embedded store: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// forEachBackend runs fn once per store.
+func forEachBackend(t *testing.T, fn func(t *testing.T, b store.Backend)) {
+	for _, bc := range backends() {
+		t.Run(bc.name, func(t *testing.T) { fn(t, bc.open(t)) })
+	}
+}
+
+// env is one billing deployment over real HTTP: handlers on an httptest server,
+// the real stripe-go client, the Stripe simulator, one store, one manual clock.
+type env struct {
+	t      *testing.T
+	clock  *stripesim.ManualClock
+	sim    *stripesim.Server
+	store  store.Backend
+	url    string
+	http   *http.Client
+	stripe *stripe.Client // the test's own client, for seeding
+}
+
+type envOptions struct {
+	faults stripesim.Faults
+	// wrap wraps the store the handlers use (fault injection).
+	wrap func(store.Backend) store.Backend
+}
+
+func newEnv(t *testing.T, b store.Backend, opts envOptions) *env {
+	t.Helper()
+	clock := stripesim.NewManualClock(startTime)
+	sim, err := stripesim.New(stripesim.Config{Clock: clock, Faults: opts.faults, Seed: 1})
+	if err != nil {
+		t.Fatalf("stripesim: %v", err)
+	}
+	simSrv := httptest.NewServer(sim)
+	t.Cleanup(func() { simSrv.Close(); sim.Close() })
+	handlerStore := b
+	if opts.wrap != nil {
+		handlerStore = opts.wrap(b)
+	}
+	h := api.New(api.Deps{
+		Store:  handlerStore,
+		Stripe: billing.Direct{Client: billing.NewStripeClient("sk_test_billrun", simSrv.URL, &http.Client{Timeout: 10 * time.Second})},
+		Now:    clock.Now,
+		Lease:  testLease,
+	})
+	srv := httptest.NewServer(h.Mux())
+	t.Cleanup(srv.Close)
+	return &env{
+		t: t, clock: clock, sim: sim, store: b, url: srv.URL,
+		http:   &http.Client{Timeout: 30 * time.Second},
+		stripe: billing.NewStripeClient("sk_test_seed", simSrv.URL, &http.Client{Timeout: 10 * time.Second}),
+	}
+}
+
+// cust describes a test customer.
+type cust struct {
+	id       string
+	pm       string // a test payment method id; "" for none
+	amount   int64
+	currency string
+	inactive bool
+	// noStripe leaves the Stripe customer id empty.
+	noStripe bool
+}
+
+// seed creates the customers in the simulator and the store.
+func (e *env) seed(cs ...cust) {
+	e.t.Helper()
+	var out []billing.Customer
+	for _, c := range cs {
+		bc := billing.Customer{
+			ID: c.id, PaymentMethod: c.pm, Currency: c.currency, AmountSource: billing.SourcePlan,
+			PlanAmount: c.amount, Active: !c.inactive,
+		}
+		if bc.Currency == "" {
+			bc.Currency = "usd"
+		}
+		if !c.noStripe {
+			sc, err := e.stripe.V1Customers.Create(e.t.Context(), &stripe.CustomerCreateParams{Name: stripe.String(c.id)})
+			if err != nil {
+				e.t.Fatalf("create stripe customer: %v", err)
+			}
+			bc.StripeCustomerID = sc.ID
+		}
+		out = append(out, bc)
+	}
+	if err := billing.PutCustomers(e.t.Context(), e.store, out); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// visa returns n paying customers c000…, each charged 1000+i cents.
+func visa(n int) []cust {
+	cs := make([]cust, n)
+	for i := range cs {
+		cs[i] = cust{id: fmt.Sprintf("c%03d", i), pm: "pm_card_visa", amount: 1000 + int64(i)}
+	}
+	return cs
+}
+
+// reply is one HTTP answer.
+type reply struct {
+	status int
+	header http.Header
+	body   map[string]any
+	err    error // transport error (timeout, dropped connection)
+}
+
+func (r reply) str(k string) string {
+	s, _ := r.body[k].(string)
+	return s
+}
+
+func (r reply) num(k string) int64 {
+	f, _ := r.body[k].(float64)
+	return int64(f)
+}
+
+// post sends a JSON body to one function.
+func (e *env) post(client *http.Client, fn string, body any) reply {
+	var raw []byte
+	switch b := body.(type) {
+	case string:
+		raw = []byte(b)
+	case []byte:
+		raw = b
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	resp, err := client.Post(e.url+"/"+fn, "application/json", bytes.NewReader(raw))
+	if err != nil {
+		return reply{err: err}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply{err: err}
+	}
+	r := reply{status: resp.StatusCode, header: resp.Header, body: map[string]any{}}
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &r.body); err != nil {
+			e.t.Fatalf("%s: answer %d is not JSON: %q", fn, resp.StatusCode, data)
+		}
+	}
+	return r
+}
+
+func (e *env) call(fn string, body any) reply { return e.post(e.http, fn, body) }
+
+func (e *env) preflight(exec string) reply {
+	return e.call(api.NamePreflight, map[string]any{"period": period, "execution_id": exec})
+}
+
+func (e *env) charge(customer string) reply {
+	return e.call(api.NameCharge, map[string]any{"period": period, "customer_id": customer})
+}
+
+// chargeUntilSettled retries a charge the way the workflow does: on 429/503 and
+// transport errors, after Retry-After on the manual clock (never a real sleep),
+// at most maxTries times.
+func (e *env) chargeUntilSettled(customer string, maxTries int) (reply, int) {
+	var r reply
+	for try := 1; try <= maxTries; try++ {
+		r = e.charge(customer)
+		if r.err == nil && r.status != http.StatusServiceUnavailable && r.status != http.StatusTooManyRequests {
+			return r, try
+		}
+		if r.err == nil {
+			e.waitRetryAfter(r)
+		}
+	}
+	return r, maxTries
+}
+
+// waitRetryAfter honours Retry-After by moving the manual clock.
+func (e *env) waitRetryAfter(r reply) {
+	secs, err := strconv.Atoi(r.header.Get("Retry-After"))
+	if err != nil || secs < 1 {
+		e.t.Fatalf("retryable answer %d without a valid Retry-After: %q", r.status, r.header.Get("Retry-After"))
+	}
+	e.clock.Advance(time.Duration(secs) * time.Second)
+}
+
+// runResult is what one execution of the (test) workflow did.
+type runResult struct {
+	preflight string
+	outcomes  map[string]string // customer → final outcome
+	summary   reply
+	charges   int // Charge calls made
+}
+
+// runWorkflow plays workflows/billing.yaml's shape over HTTP: preflight, then
+// page by page, charge each due customer (workers in parallel, retrying
+// transient answers), then mark completed.
+func (e *env) runWorkflow(exec string, pageSize, workers int) runResult {
+	e.t.Helper()
+	res := runResult{outcomes: map[string]string{}}
+	pf := e.preflight(exec)
+	if pf.err != nil || pf.status != http.StatusOK {
+		e.t.Fatalf("preflight: %d %v %v", pf.status, pf.body, pf.err)
+	}
+	res.preflight = pf.str("status")
+	if res.preflight != "claimed" && res.preflight != "resumed" {
+		return res
+	}
+	var mu sync.Mutex
+	cursor := ""
+	for {
+		page := e.call(api.NameDueCustomers, map[string]any{"period": period, "execution_id": exec, "cursor": cursor, "page_size": pageSize})
+		if page.err != nil || page.status != http.StatusOK {
+			e.t.Fatalf("due customers: %d %v %v", page.status, page.body, page.err)
+		}
+		list, _ := page.body["customers"].([]any)
+		jobs := make(chan string)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for id := range jobs {
+					r, tries := e.chargeUntilSettled(id, 50)
+					mu.Lock()
+					res.charges += tries
+					if r.err != nil {
+						res.outcomes[id] = "transport error: " + r.err.Error()
+					} else {
+						res.outcomes[id] = r.str("outcome")
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		for _, c := range list {
+			jobs <- c.(map[string]any)["customer_id"].(string)
+		}
+		close(jobs)
+		wg.Wait()
+		if done, _ := page.body["done"].(bool); done {
+			break
+		}
+		cursor = page.str("next_cursor")
+	}
+	res.summary = e.call(api.NameMarkCompleted, map[string]any{"period": period, "execution_id": exec})
+	return res
+}
+
+// assertLedgerOnce checks I1 against the simulator's ledger: at most one
+// successful payment per (period, customer), and returns payments by customer.
+func (e *env) assertLedgerOnce() map[string]stripesim.Payment {
+	e.t.Helper()
+	byCustomer := map[string]stripesim.Payment{}
+	for _, p := range e.sim.Ledger() {
+		if p.Metadata[billing.MetaPeriod] != period {
+			continue
+		}
+		c := p.Metadata[billing.MetaCustomer]
+		if prev, dup := byCustomer[c]; dup {
+			e.t.Errorf("I1 violated: customer %s paid twice: %s and %s", c, prev.PaymentIntentID, p.PaymentIntentID)
+		}
+		byCustomer[c] = p
+	}
+	return byCustomer
+}
+
+// assertAllTerminal checks I2: every customer in the store has exactly one
+// charge record, in a terminal state, and every succeeded record matches one
+// payment in the ledger (and no payment lacks a succeeded record).
+func (e *env) assertAllTerminal() map[string]billing.ChargeRecord {
+	e.t.Helper()
+	ctx := context.Background()
+	paid := e.assertLedgerOnce()
+	recs, err := billing.ListCharges(ctx, e.store, period)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	custs, err := e.store.Query(ctx, store.Query{Collection: "customers"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	byID := map[string]billing.ChargeRecord{}
+	for _, r := range recs {
+		byID[r.CustomerID] = r
+		if !r.State.Terminal() {
+			e.t.Errorf("I2: customer %s is %s (%s)", r.CustomerID, r.State, r.Reason)
+		}
+		p, ok := paid[r.CustomerID]
+		switch {
+		case r.State == billing.StateSucceeded && !ok:
+			e.t.Errorf("customer %s recorded succeeded without a payment", r.CustomerID)
+		case r.State == billing.StateSucceeded && (p.PaymentIntentID != r.PaymentIntent || p.Amount != r.Amount):
+			e.t.Errorf("customer %s: record %s/%d, ledger %s/%d", r.CustomerID, r.PaymentIntent, r.Amount, p.PaymentIntentID, p.Amount)
+		case r.State != billing.StateSucceeded && ok:
+			e.t.Errorf("customer %s paid (%s) but recorded %s", r.CustomerID, p.PaymentIntentID, r.State)
+		}
+	}
+	for _, c := range custs {
+		if _, ok := byID[c.ID()]; !ok {
+			e.t.Errorf("I2: customer %s has no charge record", c.ID())
+		}
+	}
+	return byID
+}
+
+// assertSummary checks a MarkCompleted answer adds up.
+func (e *env) assertSummary(r reply, wantDue int64, wantCounts map[string]int64) {
+	e.t.Helper()
+	if r.err != nil || r.status != http.StatusOK {
+		e.t.Fatalf("mark completed: %d %v %v", r.status, r.body, r.err)
+	}
+	if got := r.num("due"); got != wantDue {
+		e.t.Errorf("summary due = %d, want %d", got, wantDue)
+	}
+	counts, _ := r.body["counts"].(map[string]any)
+	var total int64
+	for state, v := range counts {
+		n := int64(v.(float64))
+		total += n
+		if want := wantCounts[state]; n != want {
+			e.t.Errorf("summary counts[%s] = %d, want %d", state, n, want)
+		}
+	}
+	if total != wantDue {
+		e.t.Errorf("summary counts add up to %d, want due %d", total, wantDue)
+	}
+}
+
+// stripePosts counts the simulator's POST /v1/payment_intents requests.
+func (e *env) stripePosts() []stripesim.RequestRecord {
+	var out []stripesim.RequestRecord
+	for _, r := range e.sim.Requests() {
+		if r.Method == http.MethodPost && r.Path == "/v1/payment_intents" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// record reads one charge record.
+func (e *env) record(customer string) billing.ChargeRecord {
+	e.t.Helper()
+	r, err := billing.GetCharge(context.Background(), e.store, period, customer)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func wantStatus(t *testing.T, r reply, status int, outcome string) {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("transport error: %v", r.err)
+	}
+	if r.status != status || (outcome != "" && r.str("outcome") != outcome) {
+		t.Fatalf("got %d %v, want %d %s", r.status, r.body, status, outcome)
+	}
+}
+
+// faultyStore wraps a backend and fails the transaction that would first
+// record a successful charge, as a store outage (F1) or a crash (F8) would,
+// failTimes times.
+type faultyStore struct {
+	store.Backend
+	mu        sync.Mutex
+	failTimes int
+	crash     bool
+}
+
+var errInjected = errors.New("injected store fault")
+
+func (f *faultyStore) RunTransaction(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	err := f.Backend.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
+		return fn(ctx, &faultyTx{Tx: tx, f: f})
+	})
+	if errors.Is(err, errInjected) && f.crash {
+		// The process dies after Stripe answered, before the record was
+		// written: the connection drops without an answer. The store's own
+		// transaction has already been rolled back, as a real crash would.
+		panic(http.ErrAbortHandler)
+	}
+	return err
+}
+
+type faultyTx struct {
+	store.Tx
+	f *faultyStore
+}
+
+func (t *faultyTx) Set(path string, data store.Data) error {
+	if data["state"] == string(billing.StateSucceeded) {
+		t.f.mu.Lock()
+		fail := t.f.failTimes > 0
+		if fail {
+			t.f.failTimes--
+		}
+		t.f.mu.Unlock()
+		if fail {
+			return fmt.Errorf("%w: %w", errInjected, store.ErrUnavailable)
+		}
+	}
+	return t.Tx.Set(path, data)
+}
+
+// sortedOutcomes renders outcomes for messages.
+func sortedOutcomes(m map[string]string) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
