@@ -187,7 +187,7 @@ func (fr *frame) runStep(ctx context.Context, s *Step, sc *scope) (flow, error) 
 		return flow{}, err
 	}
 	if err := fr.countStep(); err != nil {
-		return flow{}, err
+		return flow{}, locate(err, fr.routine.Name, s)
 	}
 	var start time.Time
 	if fr.x.events != nil {
@@ -610,8 +610,9 @@ func (fr *frame) try(ctx context.Context, t *Try, sc *scope) (flow, int, error) 
 		}
 		if t.Retry != nil {
 			if pol == nil {
-				if pol, err = fr.retryPolicy(ctx, t.Retry, sc); err != nil {
-					return flow{}, attempts, err
+				var perr error
+				if pol, perr = fr.retryPolicy(ctx, t.Retry, sc); perr != nil {
+					return flow{}, attempts, perr
 				}
 			}
 			again, perr := fr.shouldRetry(ctx, pol, err, attempts-1)

@@ -225,7 +225,7 @@ func (l *loader) body(name string, pos Pos, n *yaml.Node, allowed []string) *Ste
 	for _, k := range allowed {
 		if kind, ok := kindKeys[k]; ok && f[k] != nil {
 			if kinds > 0 {
-				l.d.errorf(fpos[k], "%s has both %s and %q: one step does one thing", what, s.Kind.keyword(), k)
+				l.d.errorf(fpos[k], "%s has both %s and %s: one step does one thing", what, s.Kind.keyword(), k)
 				continue
 			}
 			kinds++
