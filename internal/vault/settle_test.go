@@ -1,0 +1,192 @@
+package vault_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+		"net/http"
+	"testing"
+
+	"github.com/stripe/stripe-go/v82"
+
+	"billrun.dev/billrun/internal/stripesim"
+	"billrun.dev/billrun/internal/vault"
+)
+
+// TestSettlement follows one charge through each kind of answer Stripe can give:
+// a success commits, a decline (402) releases, and everything indeterminate
+// (500 before or after committing, a gateway 503, a 429, a dropped connection)
+// keeps the reservation until a replay or Reconcile settles it. Stripe's status,
+// body and headers reach the caller unchanged.
+func TestSettlement(t *testing.T) {
+	const amount = 1500
+	type amounts struct{ spent, reserved int64 }
+	tests := []struct {
+		name   string
+		faults stripesim.Faults
+		// setup runs after the faults are set, before the charge.
+		setup   func(e *env, customer string)
+		pm      string
+		status  int
+		code    string // error code in the body, "" for none
+		header  string // a header Stripe set that must come through
+		first   amounts
+		settle  func(e *env, ref, customer, idem, pm string) error // nil: none
+		final   amounts
+		payment bool // a payment exists in Stripe at the end
+	}{
+		{
+			name: "success commits", status: 200, header: "Request-Id",
+			first: amounts{amount, 0}, final: amounts{amount, 0}, payment: true,
+		},
+		{
+			name: "decline releases", pm: "pm_card_visa_chargeDeclined", status: 402, code: "card_declined", header: "Request-Id",
+			first: amounts{0, 0},
+			// A replay gets Stripe's stored 402 again and is released again.
+			settle: replayWant("card_declined"), final: amounts{0, 0},
+		},
+		{
+			name: "500 after commit is kept, then reconciled as paid", faults: stripesim.Faults{Error500After: 1}, status: 500, code: "",
+			first: amounts{0, amount},
+			settle: func(e *env, ref, customer, idem, pm string) error {
+				// Stripe replays the stored 500: still indeterminate.
+				if err := replayWant("api_error")(e, ref, customer, idem, pm); err != nil {
+					return err
+				}
+				if ks, _ := e.issuer.Key(t.Context(), ref); ks.Reserved != amount {
+					t.Errorf("after replaying a 500: %+v", ks)
+				}
+				_, err := e.issuer.Reconcile(t.Context(), ref, idem, vault.Succeeded)
+				return err
+			},
+			final: amounts{amount, 0}, payment: true,
+		},
+		{
+			name: "500 before commit is kept, then reconciled as failed", faults: stripesim.Faults{Error500Before: 1}, status: 500,
+			first: amounts{0, amount},
+			settle: func(e *env, ref, customer, idem, pm string) error {
+				_, err := e.issuer.Reconcile(t.Context(), ref, idem, vault.Failed)
+				return err
+			},
+			final: amounts{0, 0},
+		},
+		{
+			name: "dropped connection is kept, then settled by a replay", faults: stripesim.Faults{DropAfter: 1, FirstAttempts: 1}, status: 502, code: "vault_upstream_unavailable",
+			first: amounts{0, amount}, settle: replayWant(""), final: amounts{amount, 0}, payment: true,
+		},
+		{
+			name: "gateway 503 is kept, then settled by a replay", faults: stripesim.Faults{Gateway503: 1, FirstAttempts: 1}, status: 0, code: "non-json",
+			first: amounts{0, amount}, settle: replayWant(""), final: amounts{amount, 0}, payment: true,
+		},
+		{
+			name: "rate limit 429 is kept, then settled by a replay", faults: stripesim.Faults{RateLimit: 1},
+			setup: func(e *env, customer string) {
+				// Spend the limiter's only token.
+				if _, err := e.direct.V1Customers.Retrieve(t.Context(), customer, nil); err != nil {
+					t.Fatal(err)
+				}
+			},
+			status: 429, code: "rate_limit", header: "Stripe-Rate-Limited-Reason",
+			first: amounts{0, amount},
+			settle: func(e *env, ref, customer, idem, pm string) error {
+				e.sim.SetFaults(stripesim.Faults{})
+				return replayWant("")(e, ref, customer, idem, pm)
+			},
+			final: amounts{amount, 0}, payment: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			ctx := t.Context()
+			customer := e.customers(1)[0]
+			keys, err := e.issuer.IssuePage(ctx, period, []vault.IssueRequest{{Customer: customer, Currency: "usd", Amount: amount, Ceiling: 2000}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, idem := keys[0].KeyRef, "charge-"+customer
+			e.sim.SetFaults(tc.faults)
+			if tc.setup != nil {
+				tc.setup(e, customer)
+			}
+			pm := tc.pm
+			if pm == "" {
+				pm = "pm_card_visa"
+			}
+			pi, err := e.chargeWith(ctx, ref, customer, "usd", amount, idem, pm)
+			status, code, header := answer(pi, err)
+			if status != tc.status || code != tc.code {
+				t.Fatalf("first answer %d %q (%v), want %d %q", status, code, err, tc.status, tc.code)
+			}
+			if tc.header != "" && header.Get(tc.header) == "" {
+				t.Errorf("header %s did not come through: %v", tc.header, header)
+			}
+			e.sim.SetFaults(stripesim.Faults{})
+			check := func(when string, want amounts) {
+				t.Helper()
+				ks, err := e.issuer.Key(ctx, ref)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ks.Spent != want.spent || ks.Reserved != want.reserved {
+					t.Errorf("%s: spent %d reserved %d, want %+v", when, ks.Spent, ks.Reserved, want)
+				}
+				b, _ := e.issuer.RunBudget(ctx, period)
+				if b.Used != want.spent+want.reserved {
+					t.Errorf("%s: budget used %d, want %d", when, b.Used, want.spent+want.reserved)
+				}
+			}
+			check("after the first answer", tc.first)
+			if tc.settle != nil {
+				if err := tc.settle(e, ref, customer, idem, pm); err != nil {
+					t.Fatalf("settle: %v", err)
+				}
+			}
+			check("at the end", tc.final)
+			if got := len(e.sim.Ledger()); (got == 1) != tc.payment || got > 1 {
+				t.Errorf("%d payments in Stripe, want payment=%v", got, tc.payment)
+			}
+			// A committed reservation is never released.
+			if tc.payment {
+				if state, err := e.issuer.Reconcile(ctx, ref, idem, vault.Failed); err != nil || state != "committed" {
+					t.Errorf("Reconcile(Failed) on a paid charge: %q, %v", state, err)
+				}
+				check("after a late failure report", tc.final)
+			}
+		})
+	}
+}
+
+// replayWant sends the charge again through stripe-go, as a retried step
+// would, and wants Stripe's error code (or type) code, or success for "".
+func replayWant(code string) func(e *env, ref, customer, idem, pm string) error {
+	return func(e *env, ref, customer, idem, pm string) error {
+		_, err := e.chargeWith(context.Background(), ref, customer, "usd", 1500, idem, pm)
+		var se *stripe.Error
+		switch {
+		case code == "" && err == nil:
+			return nil
+		case code != "" && errors.As(err, &se) && (string(se.Code) == code || string(se.Type) == code):
+			return nil
+		}
+		return fmt.Errorf("replay: got %v, want %q", err, code)
+	}
+}
+
+// answer reads stripe-go's result as status, error code and headers.
+func answer(pi *stripe.PaymentIntent, err error) (int, string, http.Header) {
+	var se *stripe.Error
+	switch {
+	case err == nil:
+		return pi.LastResponse.StatusCode, "", pi.LastResponse.Header
+	case errors.As(err, &se):
+		var h http.Header
+		if se.LastResponse != nil {
+			h = se.LastResponse.Header
+		}
+		return se.HTTPStatusCode, string(se.Code), h
+	}
+	// stripe-go could not read the body: Stripe's non-JSON gateway page came
+	// through as it was.
+	return 0, "non-json", nil
+}
