@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-		"net/http"
+	"net/http"
 	"testing"
 
 	"github.com/stripe/stripe-go/v82"
