@@ -71,18 +71,24 @@ type env struct {
 	url    string
 	http   *http.Client
 	stripe *stripe.Client // the test's own client, for seeding
+	// faults are the simulator's faults outside seeding.
+	faults stripesim.Faults
 }
 
 type envOptions struct {
 	faults stripesim.Faults
 	// wrap wraps the store the handlers use (fault injection).
 	wrap func(store.Backend) store.Backend
+	// noKeepAlive stops Go's transport from silently resending a request that
+	// carries an Idempotency-Key when a reused connection dies, which would
+	// hide a dropped answer from billrun (harmless: same key).
+	noKeepAlive bool
 }
 
 func newEnv(t *testing.T, b store.Backend, opts envOptions) *env {
 	t.Helper()
 	clock := stripesim.NewManualClock(startTime)
-	sim, err := stripesim.New(stripesim.Config{Clock: clock, Faults: opts.faults, Seed: 1})
+	sim, err := stripesim.New(stripesim.Config{Clock: clock, Seed: 1})
 	if err != nil {
 		t.Fatalf("stripesim: %v", err)
 	}
@@ -92,19 +98,29 @@ func newEnv(t *testing.T, b store.Backend, opts envOptions) *env {
 	if opts.wrap != nil {
 		handlerStore = opts.wrap(b)
 	}
+	stripeHTTP := &http.Client{Timeout: 10 * time.Second}
+	if opts.noKeepAlive {
+		stripeHTTP.Transport = &http.Transport{DisableKeepAlives: true}
+	}
 	h := api.New(api.Deps{
 		Store:  handlerStore,
-		Stripe: billing.Direct{Client: billing.NewStripeClient("sk_test_billrun", simSrv.URL, &http.Client{Timeout: 10 * time.Second})},
+		Stripe: billing.Direct{Client: billing.NewStripeClient("sk_test_billrun", simSrv.URL, stripeHTTP)},
 		Now:    clock.Now,
 		Lease:  testLease,
 	})
 	srv := httptest.NewServer(h.Mux())
 	t.Cleanup(srv.Close)
 	return &env{
-		t: t, clock: clock, sim: sim, store: b, url: srv.URL,
+		t: t, clock: clock, sim: sim, store: b, url: srv.URL, faults: opts.faults,
 		http:   &http.Client{Timeout: 30 * time.Second},
 		stripe: billing.NewStripeClient("sk_test_seed", simSrv.URL, &http.Client{Timeout: 10 * time.Second}),
 	}
+}
+
+// setFaults changes the simulator's faults for the rest of the scenario.
+func (e *env) setFaults(f stripesim.Faults) {
+	e.faults = f
+	e.sim.SetFaults(f)
 }
 
 // cust describes a test customer.
@@ -121,6 +137,9 @@ type cust struct {
 // seed creates the customers in the simulator and the store.
 func (e *env) seed(cs ...cust) {
 	e.t.Helper()
+	// Seeding is set-up, not the scenario: no faults meanwhile.
+	e.sim.SetFaults(stripesim.Faults{})
+	defer e.sim.SetFaults(e.faults)
 	var out []billing.Customer
 	for _, c := range cs {
 		bc := billing.Customer{

@@ -187,7 +187,7 @@ func (s *Service) beginAttempt(ctx context.Context, req ChargeRequest, reconcile
 					return nil
 				}
 				rec.WindowStart, rec.ReconciledAt = now, now
-				rec.Reason = "reconciled: no payment found in Stripe for this key; new request under the same key"
+				rec.Reconciliation = "no PaymentIntent carries this key: new request under the same key"
 			}
 			step.rec = countAttempt(rec, req.KeyRef, now)
 			return tx.Set(path, step.rec.data())
@@ -348,6 +348,7 @@ func (s *Service) settle(ctx context.Context, req ChargeRequest, v verdict, reco
 		}
 		if reconciled {
 			rec.ReconciledAt = now
+			rec.Reconciliation = "adopted " + v.paymentIntent
 		}
 		if v.kind == kindTerminal {
 			rec.State, rec.SettledAt = v.state, now

@@ -36,8 +36,10 @@ type ChargeRecord struct {
 	WindowStart   time.Time
 	LastAttemptAt time.Time
 	SettledAt     time.Time
-	// ReconciledAt is when a stale record was last reconciled by listing.
-	ReconciledAt time.Time
+	// ReconciledAt is when a stale record was last reconciled by listing, and
+	// Reconciliation what that found.
+	ReconciledAt   time.Time
+	Reconciliation string
 }
 
 // Charge record fields.
@@ -59,6 +61,7 @@ const (
 	fLastAttemptAt = "last_attempt_at"
 	fSettledAt     = "settled_at"
 	fReconciledAt  = "reconciled_at"
+	fReconcileNote = "reconciliation"
 )
 
 // newRecord builds the record of a decision.
@@ -101,6 +104,7 @@ func (r ChargeRecord) data() store.Data {
 		fDeclineCode:    r.DeclineCode,
 		fReason:         r.Reason,
 		fKeyRef:         r.KeyRef,
+		fReconcileNote:  r.Reconciliation,
 	}
 	setTime(d, fCreatedAt, r.CreatedAt)
 	setTime(d, fUpdatedAt, r.UpdatedAt)
@@ -135,6 +139,7 @@ func recordFrom(doc store.Doc) (ChargeRecord, error) {
 		LastAttemptAt:    f.time(fLastAttemptAt),
 		SettledAt:        f.time(fSettledAt),
 		ReconciledAt:     f.time(fReconciledAt),
+		Reconciliation:   f.str(fReconcileNote),
 	}
 	if f.err == nil && r.State != StatePending && !r.State.Terminal() {
 		f.err = fmt.Errorf("%w: %s: unknown state %q", ErrCorrupt, doc.Path, r.State)

@@ -1,0 +1,399 @@
+package api_test
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"billrun.dev/billrun/internal/billing"
+	"billrun.dev/billrun/internal/store"
+	"billrun.dev/billrun/internal/stripesim"
+)
+
+// TestF1_StoreWriteFailsAfterCharge: the write recording a successful charge
+// fails; the step is retried; Stripe replays; one payment, recorded once.
+func TestF1_StoreWriteFailsAfterCharge(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{wrap: func(b store.Backend) store.Backend {
+			return &faultyStore{Backend: b, failTimes: 2}
+		}})
+		e.seed(visa(3)...)
+		res := e.runWorkflow("exec-1", 10, 1)
+		e.assertSummary(res.summary, 3, map[string]int64{"succeeded": 3})
+		recs := e.assertAllTerminal()
+		if got := recs["c000"].Attempts; got != 3 {
+			t.Errorf("c000 attempts = %d, want 3 (two answers were lost with the store write)", got)
+		}
+		replayed := 0
+		for _, r := range e.stripePosts() {
+			if r.Replayed {
+				replayed++
+			}
+		}
+		if replayed != 2 {
+			t.Errorf("%d replayed Stripe answers, want 2", replayed)
+		}
+	})
+}
+
+// TestF3_SecondExecutionAlreadyRunning: the scheduler fires twice and an
+// operator starts a third run while one is active; only one works.
+func TestF3_SecondExecutionAlreadyRunning(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{})
+		e.seed(visa(5)...)
+		// Two scheduler fires at once: exactly one claims.
+		var wg sync.WaitGroup
+		got := make([]string, 2)
+		for i, exec := range []string{"sched-a", "sched-b"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i] = e.preflight(exec).str("status")
+			}()
+		}
+		wg.Wait()
+		if !(got[0] == "claimed" && got[1] == "already_running" || got[0] == "already_running" && got[1] == "claimed") {
+			t.Fatalf("two fires answered %v, want one claimed and one already_running", got)
+		}
+		owner := "sched-a"
+		if got[1] == "claimed" {
+			owner = "sched-b"
+		}
+		// The operator's run ends at once, saying why.
+		if op := e.runWorkflow("operator-1", 10, 2); op.preflight != "already_running" || op.charges != 0 {
+			t.Fatalf("operator run: %s after %d charges", op.preflight, op.charges)
+		}
+		// The owner resumes its own claim (a retried preflight step) and finishes.
+		res := e.runWorkflow(owner, 2, 2)
+		if res.preflight != "resumed" {
+			t.Fatalf("owner's preflight retry = %s", res.preflight)
+		}
+		e.assertSummary(res.summary, 5, map[string]int64{"succeeded": 5})
+		e.assertAllTerminal()
+		run, err := billing.GetRun(t.Context(), b, period)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(run.Executions) != 3 {
+			t.Errorf("executions recorded = %v, want all three", run.Executions)
+		}
+	})
+}
+
+// TestF4_ExecutionDiesAfterPreflight: an execution claims, charges part of the
+// period and dies; a later one waits for the lease to expire, resumes, and
+// nobody is charged twice.
+func TestF4_ExecutionDiesAfterPreflight(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{})
+		e.seed(visa(7)...)
+		if pf := e.preflight("dead"); pf.str("status") != "claimed" {
+			t.Fatalf("preflight: %v", pf.body)
+		}
+		page := e.call("DueCustomers", map[string]any{"period": period, "execution_id": "dead", "page_size": 3})
+		wantStatus(t, page, http.StatusOK, "")
+		for _, id := range []string{"c000", "c001"} {
+			wantStatus(t, e.charge(id), http.StatusOK, "charged")
+		}
+		// The execution dies here. A new one is refused while the lease lives…
+		if pf := e.preflight("later"); pf.str("status") != "already_running" {
+			t.Fatalf("preflight under a live lease: %v", pf.body)
+		}
+		// …and takes over once it expired.
+		e.clock.Advance(testLease + time.Second)
+		if pf := e.preflight("later"); pf.str("status") != "resumed" || pf.str("previous_owner") != "dead" {
+			t.Fatalf("preflight after expiry: %v", pf.body)
+		}
+		// The dead execution, if it comes back, has lost the lease.
+		back := e.call("DueCustomers", map[string]any{"period": period, "execution_id": "dead", "cursor": "c002"})
+		if back.status != http.StatusConflict || back.str("error") != "lease_lost" {
+			t.Errorf("returning execution: %d %v, want 409 lease_lost", back.status, back.body)
+		}
+		res := e.runWorkflow("later", 3, 2)
+		if res.preflight != "resumed" {
+			t.Fatalf("preflight after expiry = %s", res.preflight)
+		}
+		for _, id := range []string{"c000", "c001"} {
+			if _, listed := res.outcomes[id]; listed {
+				t.Errorf("%s was settled by the dead execution but listed again", id)
+			}
+		}
+		e.assertSummary(res.summary, 7, map[string]int64{"succeeded": 7})
+		e.assertAllTerminal()
+		if n := len(e.stripePosts()); n != 7 {
+			t.Errorf("%d Stripe charge requests, want 7", n)
+		}
+		// Its late charge of a settled customer changes nothing.
+		wantStatus(t, e.charge("c001"), http.StatusOK, "already_charged")
+		e.assertLedgerOnce()
+	})
+}
+
+// TestF7_ChargeSlowerThanCallerDeadline: the caller gives up on a slow charge
+// and a second call starts while the first is still in flight: same key, one
+// payment, and the first call's answer is still recorded.
+func TestF7_ChargeSlowerThanCallerDeadline(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{faults: stripesim.Faults{SlowCommit: 1, SlowCommitDelay: 300 * time.Millisecond, FirstAttempts: 1}})
+		e.seed(visa(1)...)
+		impatient := &http.Client{Timeout: 50 * time.Millisecond}
+		if r := e.post(impatient, "Charge", map[string]any{"period": period, "customer_id": "c000"}); r.err == nil {
+			t.Fatalf("first call answered %d %v before its deadline; the fault did not bite", r.status, r.body)
+		}
+		// The second call meets the key in flight: a retryable answer.
+		second := e.charge("c000")
+		if second.status != http.StatusServiceUnavailable {
+			t.Fatalf("concurrent call: %d %v, want 503 (key in use)", second.status, second.body)
+		}
+		// Retries end when the first call has committed and recorded.
+		var r reply
+		for range 200 {
+			if r = e.charge("c000"); r.status == http.StatusOK {
+				break
+			}
+			time.Sleep(5 * time.Millisecond) // real time: the slow commit runs on real time
+		}
+		wantStatus(t, r, http.StatusOK, "")
+		e.assertLedgerOnce()
+		keys := map[string]bool{}
+		for _, p := range e.stripePosts() {
+			keys[p.IdempotencyKey] = true
+		}
+		if len(keys) != 1 {
+			t.Errorf("keys used: %v, want one", keys)
+		}
+		rec := e.record("c000")
+		if rec.State != billing.StateSucceeded || int(rec.Attempts) != len(e.stripePosts()) {
+			t.Errorf("record %s after %d attempts; Stripe saw %d requests", rec.State, rec.Attempts, len(e.stripePosts()))
+		}
+	})
+}
+
+// TestF8_CrashAfterStripeAnswered: the function dies after Stripe answered and
+// before the record was written; the retry replays the same payment.
+func TestF8_CrashAfterStripeAnswered(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{wrap: func(b store.Backend) store.Backend {
+			return &faultyStore{Backend: b, failTimes: 1, crash: true}
+		}})
+		e.seed(visa(2)...)
+		if r := e.charge("c000"); r.err == nil {
+			t.Fatalf("the crash did not drop the connection: %d %v", r.status, r.body)
+		}
+		if rec := e.record("c000"); rec.State != billing.StatePending || rec.Attempts != 1 {
+			t.Fatalf("after the crash: %s, %d attempts; want pending, 1", rec.State, rec.Attempts)
+		}
+		if n := len(e.assertLedgerOnce()); n != 1 {
+			t.Fatalf("Stripe has %d payments before the retry, want 1", n)
+		}
+		res := e.runWorkflow("exec-1", 10, 1)
+		e.assertSummary(res.summary, 2, map[string]int64{"succeeded": 2})
+		e.assertAllTerminal()
+	})
+}
+
+// TestF9_ResponseLostAfterCommit: Stripe commits and the connection drops
+// before the answer arrives; the retry replays the same payment.
+func TestF9_ResponseLostAfterCommit(t *testing.T) {
+	cases := []struct {
+		name   string
+		faults stripesim.Faults
+	}{
+		{"dropped connection", stripesim.Faults{DropAfter: 1, FirstAttempts: 1}},
+		{"500 after commit", stripesim.Faults{Error500After: 1, FirstAttempts: 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b store.Backend) {
+				e := newEnv(t, b, envOptions{faults: tc.faults, noKeepAlive: true})
+				e.seed(visa(1)...)
+				first := e.charge("c000")
+				wantStatus(t, first, http.StatusServiceUnavailable, "retry")
+				e.setFaults(stripesim.Faults{})
+				if n := len(e.assertLedgerOnce()); n != 1 {
+					t.Fatalf("the payment happened %d times before the retry, want 1", n)
+				}
+				if tc.faults.Error500After > 0 {
+					// Stripe replays its stored 500 under this key: the record
+					// stays pending until the key's window passes (F11).
+					wantStatus(t, e.charge("c000"), http.StatusServiceUnavailable, "retry")
+					e.clock.Advance(billing.DefaultStalePending)
+				}
+				wantStatus(t, e.charge("c000"), http.StatusOK, "charged")
+				e.assertLedgerOnce()
+				if rec := e.record("c000"); rec.State != billing.StateSucceeded {
+					t.Fatalf("record %s", rec.State)
+				}
+			})
+		})
+	}
+}
+
+// TestF10_CardDeclined: a decline is recorded, answered 422 and never retried.
+func TestF10_CardDeclined(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{})
+		e.seed(cust{id: "d1", pm: "pm_card_visa_chargeDeclined", amount: 2500}, cust{id: "c1", pm: "pm_card_visa", amount: 2500})
+		res := e.runWorkflow("exec-1", 10, 2)
+		if res.outcomes["d1"] != "declined" || res.charges != 2 {
+			t.Fatalf("outcomes %v after %d charge calls", sortedOutcomes(res.outcomes), res.charges)
+		}
+		posts := len(e.stripePosts())
+		again := e.charge("d1")
+		wantStatus(t, again, http.StatusUnprocessableEntity, "declined")
+		if again.str("decline_code") != "generic_decline" || again.str("customer_id") != "d1" || again.str("reason") == "" {
+			t.Errorf("422 body %v", again.body)
+		}
+		if len(e.stripePosts()) != posts {
+			t.Errorf("a declined charge reached Stripe again")
+		}
+		e.assertSummary(res.summary, 2, map[string]int64{"succeeded": 1, "declined": 1})
+		e.assertAllTerminal()
+	})
+}
+
+// TestF11_StalePendingReconciled: a pending record outlives Stripe's 24 h key
+// window; the next attempt lists the customer's PaymentIntents first.
+func TestF11_StalePendingReconciled(t *testing.T) {
+	cases := []struct {
+		name string
+		// faults make the first attempt leave the record pending.
+		faults stripesim.Faults
+		// paid: whether the first attempt made a payment.
+		paid bool
+	}{
+		{"payment made, answer lost", stripesim.Faults{Error500After: 1, FirstAttempts: 1}, true},
+		{"no payment made", stripesim.Faults{LockTimeout: 1, FirstAttempts: 1}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b store.Backend) {
+				e := newEnv(t, b, envOptions{faults: tc.faults})
+				e.seed(visa(1)...)
+				first := e.charge("c000")
+				if first.status != http.StatusServiceUnavailable && first.status != http.StatusTooManyRequests {
+					t.Fatalf("first attempt: %d %v", first.status, first.body)
+				}
+				// A day and more later, Stripe has forgotten the key: a new
+				// request under it would charge again.
+				e.clock.Advance(25 * time.Hour)
+				e.setFaults(stripesim.Faults{})
+				postsBefore := len(e.stripePosts())
+				r := e.charge("c000")
+				wantStatus(t, r, http.StatusOK, "charged")
+				if len(e.assertLedgerOnce()) != 1 {
+					t.Fatalf("want exactly one payment")
+				}
+				rec := e.record("c000")
+				newPosts := len(e.stripePosts()) - postsBefore
+				if tc.paid {
+					if newPosts != 0 || r.body["reconciled"] != true {
+						t.Errorf("adopting: %d new requests, body %v; want 0 and reconciled", newPosts, r.body)
+					}
+					if want := "adopted " + rec.PaymentIntent; rec.Reconciliation != want {
+						t.Errorf("record reconciliation %q, want %q", rec.Reconciliation, want)
+					}
+				} else if newPosts != 1 || !strings.HasPrefix(rec.Reconciliation, "no PaymentIntent carries this key") {
+					t.Errorf("no payment found: %d new requests, record reconciliation %q; want 1 and the record saying so", newPosts, rec.Reconciliation)
+				}
+				if rec.ReconciledAt.IsZero() {
+					t.Errorf("record does not say it was reconciled")
+				}
+				listed := false
+				for _, q := range e.sim.Requests() {
+					listed = listed || q.Method == http.MethodGet && q.Path == "/v1/payment_intents"
+				}
+				if !listed {
+					t.Errorf("no list request: reconciliation must use the list API")
+				}
+			})
+		})
+	}
+}
+
+// TestF12_RetriesBounded: workflow retries × function × SDK: the SDK never
+// retries (one Stripe request per Charge call), one key throughout, attempts
+// counted honestly, and a replayed error keeps the customer pending rather than
+// inventing a new request.
+func TestF12_RetriesBounded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{faults: stripesim.Faults{Gateway503: 1, FirstAttempts: 2}})
+		e.seed(visa(1)...)
+		r, calls := e.chargeUntilSettled("c000", 10)
+		wantStatus(t, r, http.StatusOK, "charged")
+		posts := e.stripePosts()
+		if calls != 3 || len(posts) != 3 {
+			t.Fatalf("%d Charge calls made %d Stripe requests, want 3 and 3 (no SDK retries)", calls, len(posts))
+		}
+		for _, p := range posts {
+			if p.SDKGeneratedKey || p.IdempotencyKey != posts[0].IdempotencyKey {
+				t.Errorf("request with key %q (sdk-generated %v), want billrun's one key", p.IdempotencyKey, p.SDKGeneratedKey)
+			}
+		}
+		if rec := e.record("c000"); rec.Attempts != 3 || rec.IdempotencyKey != posts[0].IdempotencyKey {
+			t.Errorf("record: %d attempts, key %q", rec.Attempts, rec.IdempotencyKey)
+		}
+		e.assertLedgerOnce()
+
+		// A stored 500 replays under the key: bounded retries end with the
+		// customer pending and the run refusing to complete, not a new key.
+		e.seed(cust{id: "c900", pm: "pm_card_visa", amount: 1200})
+		e.setFaults(stripesim.Faults{Error500Before: 1, FirstAttempts: 1})
+		res := e.runWorkflow("exec-1", 10, 1)
+		if res.summary.status != http.StatusConflict || res.summary.num("pending") != 1 {
+			t.Fatalf("mark completed: %d %v, want 409 with 1 pending", res.summary.status, res.summary.body)
+		}
+		rec := e.record("c900")
+		if rec.State != billing.StatePending || rec.Attempts != 50 {
+			t.Errorf("c900: %s after %d attempts, want pending after 50", rec.State, rec.Attempts)
+		}
+		if n := len(e.assertLedgerOnce()); n != 1 {
+			t.Errorf("%d payments, want 1", n)
+		}
+	})
+}
+
+// TestF14_AuthenticationRequired: an off-session payment needing
+// authentication is recorded requires_action and not retried.
+func TestF14_AuthenticationRequired(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{})
+		e.seed(cust{id: "a1", pm: "pm_card_authenticationRequired", amount: 4200})
+		res := e.runWorkflow("exec-1", 10, 1)
+		if res.outcomes["a1"] != "requires_action" {
+			t.Fatalf("outcome %v", res.outcomes)
+		}
+		posts := len(e.stripePosts())
+		wantStatus(t, e.charge("a1"), http.StatusUnprocessableEntity, "requires_action")
+		if len(e.stripePosts()) != posts || posts != 1 {
+			t.Errorf("%d Stripe requests, want exactly 1", len(e.stripePosts()))
+		}
+		e.assertSummary(res.summary, 1, map[string]int64{"requires_action": 1})
+		e.assertAllTerminal()
+	})
+}
+
+// TestF15_RateLimitStorm: Stripe rate-limits hard; callers back off on
+// Retry-After; no duplicates and the run completes.
+func TestF15_RateLimitStorm(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{faults: stripesim.Faults{RateLimit: 2, LockTimeout: 0.2}})
+		e.seed(visa(20)...)
+		res := e.runWorkflow("exec-1", 5, 4)
+		e.assertSummary(res.summary, 20, map[string]int64{"succeeded": 20})
+		e.assertAllTerminal()
+		limited := 0
+		for _, r := range e.sim.Requests() {
+			if r.Status == http.StatusTooManyRequests {
+				limited++
+			}
+		}
+		if limited == 0 {
+			t.Fatalf("no request was rate limited: the storm did not happen")
+		}
+		t.Logf("%d of %d Stripe requests rate limited; %d Charge calls for 20 customers", limited, len(e.sim.Requests()), res.charges)
+	})
+}
