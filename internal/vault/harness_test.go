@@ -101,6 +101,8 @@ type envOptions struct {
 	faults       stripesim.Faults
 	stripeSecret string
 	signing      []byte
+	// simDataDir keeps the simulator's journal in the data directory.
+	simDataDir bool
 	// upstream wraps the proxy's transport to Stripe, for faults on the wire.
 	upstream func(http.RoundTripper) http.RoundTripper
 }
@@ -131,7 +133,11 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.store = db
 
 	logger := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.sim, err = stripesim.New(stripesim.Config{Clock: e.clock, Faults: o.faults, Seed: 7, Logger: logger, APIKey: e.stripeSecret})
+	simCfg := stripesim.Config{Clock: e.clock, Faults: o.faults, Seed: 7, Logger: logger, APIKey: e.stripeSecret}
+	if o.simDataDir {
+		simCfg.DataDir = filepath.Join(e.dataDir, "stripesim")
+	}
+	e.sim, err = stripesim.New(simCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
