@@ -31,7 +31,9 @@ type cliEnv struct {
 
 // commands lists every subcommand. Keep it sorted by name.
 func commands() []command {
-	return []command{}
+	return []command{
+		stripeSimCommand(),
+	}
 }
 
 // errUsage marks a usage error: the message was printed, exit status 2.
