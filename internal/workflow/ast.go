@@ -23,6 +23,8 @@ type Routine struct {
 	Pos    Pos
 	Params []Param
 	Steps  []*Step
+
+	locals map[string]bool // variables of the routine's scope (set by validation)
 }
 
 // Param is a routine parameter; Default is nil for a required one.
@@ -170,6 +172,8 @@ type For struct {
 	In    *Value // a list or map (keys are iterated), or nil with Range
 	Range *Value // [start, end], both inclusive
 	Steps []*Step
+
+	locals map[string]bool // variables of an iteration's scope (set by validation)
 }
 
 // Parallel is a parallel step: branches or a for loop run concurrently.
@@ -186,6 +190,8 @@ type Branch struct {
 	Name  string
 	Pos   Pos
 	Steps []*Step
+
+	locals map[string]bool // variables of the branch's scope (set by validation)
 }
 
 // Try is a try step with its optional retry policy and except block.
@@ -200,4 +206,6 @@ type Except struct {
 	Pos   Pos
 	As    string
 	Steps []*Step
+
+	locals map[string]bool // variables of the block's scope (set by validation)
 }

@@ -126,8 +126,8 @@ func (e *Engine) sysLog(ctx context.Context, args []any) (any, error) {
 }
 
 // runChild is the execution connector: it runs workflow_id as a child
-// execution and returns its result; a failed child raises an OperationError
-// carrying the child execution (see childFailedMessage).
+// execution through Options.Children and returns its result; a failed child
+// raises what Children returns (an OperationError, see childFailedMessage).
 func (e *Engine) runChild(ctx context.Context, args []any) (any, error) {
 	id, ok := args[0].(string)
 	if !ok || id == "" {
@@ -139,6 +139,7 @@ func (e *Engine) runChild(ctx context.Context, args []any) (any, error) {
 	if p, ok := args[3].(string); ok && p != e.opts.Project {
 		return nil, expr.ValueError("%s: project %q is not the local project %q", ConnectorRun, p, e.opts.Project)
 	}
+	parent := ctx
 	if cp := args[4]; cp != nil {
 		if _, ok := cp.(map[string]any); !ok {
 			return nil, expr.TypeError("%s: connector_params must be a map", ConnectorRun)
@@ -157,21 +158,8 @@ func (e *Engine) runChild(ctx context.Context, args []any) (any, error) {
 		return nil, expr.NewError(expr.TagOperationError, "%s: child executions are not configured in this engine", ConnectorRun)
 	}
 	res, err := e.opts.Children.RunChild(ctx, id, args[1])
-	if err == nil {
-		return res, nil
+	if errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil {
+		return nil, expr.NewError(expr.TagTimeoutError, "%s: child execution of %s timed out", ConnectorRun, id)
 	}
-	var re *RunError
-	if !errors.As(err, &re) {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			return nil, expr.NewError(expr.TagTimeoutError, "%s: child execution of %s timed out", ConnectorRun, id)
-		}
-		return nil, err
-	}
-	op := expr.NewError(expr.TagOperationError, "%s", childFailedMessage)
-	op.Extra = map[string]any{"operation": map[string]any{
-		"workflow": id,
-		"state":    "FAILED",
-		"error":    map[string]any{"payload": re.Payload(), "context": re.Context()},
-	}}
-	return nil, op
+	return res, err
 }

@@ -47,8 +47,8 @@ const (
 )
 
 // ChildRunner starts a child execution of a workflow by id and waits for it,
-// returning its result or its error (a *RunError or *expr.Error for a failed
-// child).
+// returning its result, or the *expr.Error the connector raises for a failed
+// child. Executions implements it.
 type ChildRunner interface {
 	RunChild(ctx context.Context, workflowID string, argument any) (any, error)
 }
@@ -263,10 +263,11 @@ func (e *RunError) Payload() string {
 type Event struct {
 	Execution string
 	Time      time.Time
-	// Step is set for a finished step (or retry attempt), Log for a sys.log
-	// record.
-	Step *StepEntry
-	Log  *LogEntry
+	// Step is set for a finished step, Log for a sys.log record, State for a
+	// change of the execution's state (Executions service only).
+	Step  *StepEntry
+	Log   *LogEntry
+	State State
 }
 
 // StepEntry is one entry of an execution's step history.

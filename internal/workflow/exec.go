@@ -72,7 +72,7 @@ func (x *execution) call(ctx context.Context, r *Routine, args []any, named map[
 	if len(args) > len(r.Params) {
 		return nil, expr.TypeError("%s takes %d arguments (%d given)", r.Name, len(r.Params), len(args))
 	}
-	sc := newScope(x, nil, false)
+	sc := newScope(x, nil, false, r.locals)
 	defer sc.release()
 	for i, p := range r.Params {
 		var (
@@ -487,7 +487,7 @@ func (fr *frame) forLoop(ctx context.Context, f *For, sc *scope) (flow, error) {
 
 // iteration runs one iteration of a loop body in a new scope.
 func (fr *frame) iteration(ctx context.Context, f *For, sc *scope, i int64, item any, boundary bool) (flow, error) {
-	ls := newScope(fr.x, sc, boundary)
+	ls := newScope(fr.x, sc, boundary, f.locals)
 	defer ls.release()
 	if err := ls.define(f.Value, item); err != nil {
 		return flow{}, err
@@ -539,7 +539,7 @@ func (fr *frame) parallel(ctx context.Context, p *Parallel, sc *scope) error {
 	} else {
 		for _, b := range p.Branches {
 			jobs = append(jobs, job{id: b.Name, run: func(ctx context.Context, bf *frame) error {
-				bs := newScope(fr.x, sc, true)
+				bs := newScope(fr.x, sc, true, b.locals)
 				defer bs.release()
 				_, err := bf.runSteps(ctx, b.Steps, bs)
 				return err
@@ -643,7 +643,7 @@ func (fr *frame) except(ctx context.Context, ex *Except, sc *scope, cause error)
 	if err := fr.countStep(); err != nil {
 		return flow{}, err
 	}
-	es := newScope(fr.x, sc, false)
+	es := newScope(fr.x, sc, false, ex.locals)
 	defer es.release()
 	if ex.As != "" {
 		if err := es.define(ex.As, errorValue(cause)); err != nil {

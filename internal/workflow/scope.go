@@ -14,14 +14,18 @@ type scope struct {
 	parent   *scope
 	x        *execution
 	boundary bool // a parallel branch or iteration: writes beyond it need the assignment lock
+	// locals are the variables declared in this scope by the source (Google's
+	// scoping is static): an assignment to one of them lands here even before
+	// it has a value, and reading it before then is an error.
+	locals map[string]bool
 
 	mu   sync.Mutex
 	vars map[string]any
 	size int64 // bytes these variables count for (expr.SizeOf), included in x.mem
 }
 
-func newScope(x *execution, parent *scope, boundary bool) *scope {
-	return &scope{parent: parent, x: x, boundary: boundary, vars: map[string]any{}}
+func newScope(x *execution, parent *scope, boundary bool, locals map[string]bool) *scope {
+	return &scope{parent: parent, x: x, boundary: boundary, locals: locals, vars: map[string]any{}}
 }
 
 // get reads a variable from the innermost scope that has it.
@@ -30,8 +34,8 @@ func (s *scope) get(name string) (any, bool) {
 		c.mu.Lock()
 		v, ok := c.vars[name]
 		c.mu.Unlock()
-		if ok {
-			return v, true
+		if ok || c.locals[name] {
+			return v, ok
 		}
 	}
 	return nil, false
@@ -44,7 +48,7 @@ func (s *scope) owner(name string) (owner *scope, shared bool) {
 		c.mu.Lock()
 		_, ok := c.vars[name]
 		c.mu.Unlock()
-		if ok {
+		if ok || c.locals[name] {
 			return c, shared
 		}
 		shared = shared || c.boundary

@@ -26,6 +26,7 @@ func validate(d *diag, w *Workflow) {
 			}
 		}
 		v.defs(r.Steps, vs)
+		r.locals = vs.vars
 		v.steps(r.Steps, top, vs, 0)
 	}
 }
@@ -202,6 +203,7 @@ func (v *validator) step(s *Step, b *block, vs *vscope, depth int) {
 				es.vars[ex.As] = true
 			}
 			v.defs(ex.Steps, es)
+			ex.locals = es.vars
 			v.steps(ex.Steps, v.blockOf(ex.Steps), es, depth)
 		}
 	case KindRaise:
@@ -332,6 +334,7 @@ func (v *validator) forLoop(f *For, vs *vscope, parallel bool) *vscope {
 
 func (v *validator) loopBody(f *For, ls *vscope, depth int) {
 	v.defs(f.Steps, ls)
+	f.locals = ls.vars
 	v.steps(f.Steps, v.blockOf(f.Steps), ls, depth)
 }
 
@@ -358,6 +361,7 @@ func (v *validator) parallel(s *Step, vs *vscope, depth int) {
 	for _, br := range p.Branches {
 		bs := &vscope{parent: vs, vars: map[string]bool{}, boundary: true, shared: shared}
 		v.defs(br.Steps, bs)
+		br.locals = bs.vars
 		v.steps(br.Steps, v.blockOf(br.Steps), bs, depth+1)
 	}
 }
