@@ -146,6 +146,9 @@ func lex(src string) ([]token, error) {
 			continue
 		}
 		kind, width := punct(src[i:])
+		if c == '\'' {
+			return nil, &SyntaxError{Offset: i, Msg: "string literals must be enclosed in double quotes"}
+		}
 		if width == 0 {
 			r, _ := utf8.DecodeRuneInString(src[i:])
 			return nil, &SyntaxError{Offset: i, Msg: "unexpected character " + strconv.QuoteRune(r)}

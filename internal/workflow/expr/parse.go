@@ -122,23 +122,17 @@ func Parse(src string) (*Expr, error) {
 
 // ParseValue recognises a YAML scalar that is an expression. Workflows does no
 // string interpolation: a value is an expression exactly when the whole string
-// starts with "${" and ends with "}"; anything else (including "a ${b}" or
-// "${a} ${b}" missing the outer form) is a literal string and ok is false. A
-// string of the whole form that does not parse is an error, as Google rejects
-// it at deploy time. Offsets in the returned *SyntaxError count from the start
-// of s, not of the inner text, so the caller can point into the YAML scalar.
+// starts with "${" and ends with "}"; anything else (including "a ${b}") is a
+// literal string and ok is false. A string of the whole form that does not
+// parse is an error (ok is true), as Google rejects it at deploy time; like
+// Parse's, its *SyntaxError offset counts from the start of the expression
+// text, i.e. two bytes after the start of s.
 func ParseValue(s string) (e *Expr, ok bool, err error) {
 	if !strings.HasPrefix(s, "${") || !strings.HasSuffix(s, "}") || len(s) < 3 {
 		return nil, false, nil
 	}
 	e, err = Parse(s[2 : len(s)-1])
-	if err != nil {
-		if se, isSyntax := err.(*SyntaxError); isSyntax {
-			return nil, true, &SyntaxError{Offset: se.Offset + 2, Msg: se.Msg}
-		}
-		return nil, true, err
-	}
-	return e, true, nil
+	return e, true, err
 }
 
 // String returns the source text the expression was parsed from.
@@ -196,6 +190,17 @@ func staticPath(n node) ([]string, bool) {
 	return nil, false
 }
 
+// rootPos is where a static path starts: its first name, not its last dot.
+func rootPos(n node) int {
+	for {
+		m, ok := n.(*memberNode)
+		if !ok {
+			return n.pos()
+		}
+		n = m.x
+	}
+}
+
 type parser struct {
 	toks  []token
 	i     int
@@ -215,7 +220,7 @@ func (p *parser) next() token {
 func (p *parser) expect(k tokKind) (token, error) {
 	t := p.next()
 	if t.kind != k {
-		return t, &SyntaxError{Offset: t.pos, Msg: "expected " + k.String() + ", found " + describe(t)}
+		return t, &SyntaxError{Offset: t.pos, Msg: "expected " + strconv.Quote(k.String()) + ", found " + describe(t)}
 	}
 	return t, nil
 }
@@ -332,7 +337,7 @@ func (p *parser) postfix(x node) (node, error) {
 			if err != nil {
 				return nil, err
 			}
-			x = &callNode{p: x.pos(), name: strings.Join(path, "."), args: args}
+			x = &callNode{p: rootPos(x), name: strings.Join(path, "."), args: args}
 		default:
 			return x, nil
 		}
