@@ -272,7 +272,8 @@ func TestValues(t *testing.T) {
 			f    float64
 			want string
 		}{
-			{2, "2.0"}, {-0.5, "-0.5"}, {1e21, "1e+21"}, {1e20, "100000000000000000000.0"},
+			{2, "2"}, {1715169660, "1715169660"}, {1715172805.2818468, "1715172805.2818468"},
+			{-0.5, "-0.5"}, {1e21, "1e+21"}, {1e20, "100000000000000000000"},
 			{1e-7, "1e-07"}, {tenth + 0.2, "0.30000000000000004"}, {math.Inf(1), "Infinity"},
 		} {
 			if got := expr.FormatDouble(tc.f); got != tc.want {
@@ -281,12 +282,12 @@ func TestValues(t *testing.T) {
 		}
 	})
 	t.Run("JSON round trip", func(t *testing.T) {
-		v := map[string]any{"i": int64(-3), "d": 2.0, "s": "é\n\"<&>", "l": []any{nil, true}, "m": map[string]any{}}
+		v := map[string]any{"i": int64(-3), "d": 2.5, "s": "é\n\"<&>", "l": []any{nil, true}, "m": map[string]any{}}
 		b, err := expr.EncodeJSON(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		const want = `{"d":2.0,"i":-3,"l":[null,true],"m":{},"s":"é\n\"<&>"}`
+		const want = `{"d":2.5,"i":-3,"l":[null,true],"m":{},"s":"é\n\"<&>"}`
 		if string(b) != want {
 			t.Fatalf("EncodeJSON = %s, want %s", b, want)
 		}

@@ -28,9 +28,11 @@
 //   - A variable shadows a module name; a name that is neither a variable nor
 //     a registered constant or function raises KeyError at run time (the
 //     engine rejects it at deploy time through Vars/Refs) (evaluator.path).
-//   - Doubles print with a ".0" when integral and use an exponent beyond
-//     1e21 / below 1e-6 (FormatDouble); map keys are sorted by keys() and by
-//     JSON encoding (sortedKeys, EncodeJSON); null counts 8 bytes in SizeOf.
+//   - Doubles print as the shortest decimal that reads back exactly, integral
+//     ones without a fraction (Google shows time.parse's double result as
+//     1715169660), with an exponent beyond 1e21 / below 1e-6 (FormatDouble);
+//     map keys are sorted by keys() and by JSON encoding (sortedKeys,
+//     EncodeJSON); null counts 8 bytes in SizeOf.
 //   - A raised string reaches `except: as:` unchanged (Error.Value).
 //   - text.url_decode turns "+" into a space; int("1.5") is a ValueError;
 //     int() of a double truncates toward zero (percentDecode, toInt).

@@ -21,7 +21,8 @@ const timeLayout = "2006-01-02T15:04:05.000000Z07:00"
 // predicates.
 func registerSys(b *builder, opts StdlibOptions) {
 	b.fn("sys.now", nil, noCtx(func([]any) (any, error) {
-		return float64(opts.Now().UnixMicro()) / 1e6, nil
+		// Google documents nanosecond precision; the double keeps what it can.
+		return float64(opts.Now().UnixNano()) / 1e9, nil
 	}))
 	b.fn("sys.get_env", params(req("name"), opt("default", nil)), noCtx(func(a []any) (any, error) {
 		name, err := argString("sys.get_env", "name", a[0])

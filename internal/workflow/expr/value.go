@@ -238,11 +238,11 @@ func Display(v any) string {
 }
 
 // FormatDouble is the one place doubles become text (string(), concatenation,
-// JSON). It uses the shortest representation that reads back exactly and keeps
-// a ".0" on integral values so a double never reads back as an integer; huge
-// and tiny magnitudes use an exponent. Google does not document the format; this
-// matches what its examples print (e.g. sys.now() as 1.6e9 seconds with a
-// fraction).
+// JSON): the shortest decimal that reads back as the same double, without a
+// fraction when the value is integral, and with an exponent beyond 1e21 or
+// below 1e-6 in magnitude. Google documents time.parse as returning a double
+// and shows its result as `1715169660`, and sys.now as `1715172805.2818468`;
+// the exponent thresholds are undocumented (these are JavaScript's).
 func FormatDouble(f float64) string {
 	switch {
 	case math.IsInf(f, 1):
@@ -252,15 +252,10 @@ func FormatDouble(f float64) string {
 	case math.IsNaN(f):
 		return "NaN"
 	}
-	abs := math.Abs(f)
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		return strconv.FormatFloat(f, 'g', -1, 64)
 	}
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	if !strings.ContainsAny(s, ".") {
-		s += ".0"
-	}
-	return s
+	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
 // deepCopy copies lists and maps so that functions returning "a copy" (map.merge,
