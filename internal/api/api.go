@@ -73,6 +73,11 @@ const (
 	NameMarkCompleted = "MarkCompleted"
 )
 
+// Names lists the function names, in the order a run calls them.
+func Names() []string {
+	return []string{NamePreflight, NameDueCustomers, NameCharge, NameMarkCompleted}
+}
+
 // New builds every handler on one billing service.
 func New(d Deps) *Handlers {
 	svc := billing.New(d.Store, d.Stripe, billing.Options{
