@@ -7,8 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"hash/fnv"
-	"math/rand/v2"
 	"net/http"
 	"sort"
 	"strings"
@@ -158,12 +156,16 @@ func (s *Server) DeliverWebhooks(ctx context.Context) (int, error) {
 	faults := s.faults
 	s.mu.Unlock()
 	sort.Slice(due, func(i, j int) bool { return due[i].Seq < due[j].Seq })
+	s.sweeps++
+	if rng := seededRand(s.cfg.Seed, "webhook-sweep", s.sweeps); rng.Float64() < faults.WebhookReorder {
+		rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
+	}
 
 	for i := range due {
 		rec := &due[i]
 		payload := mustJSON(rec.Event)
 		delivered := s.post(ctx, payload, now)
-		if dupDraw(s.cfg.Seed, rec.Event.ID, rec.Attempts) < faults.WebhookDuplicate {
+		if seededRand(s.cfg.Seed, "webhook", rec.Event.ID, rec.Attempts).Float64() < faults.WebhookDuplicate {
 			delivered = s.post(ctx, payload, now) || delivered
 		}
 		rec.Attempts++
@@ -186,13 +188,6 @@ func (s *Server) DeliverWebhooks(ctx context.Context) (int, error) {
 		}
 	}
 	return len(due), ctx.Err()
-}
-
-// dupDraw is the seeded draw that decides whether an attempt is duplicated.
-func dupDraw(seed int64, eventID string, attempt int) float64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "webhook\x00%s\x00%d", eventID, attempt)
-	return rand.New(rand.NewPCG(uint64(seed), h.Sum64())).Float64()
 }
 
 // post sends one signed delivery; true on a 2xx answer.

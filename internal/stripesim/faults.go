@@ -46,6 +46,9 @@ type Faults struct {
 	SlowCommitDelay time.Duration
 	// WebhookDuplicate delivers an event's webhook twice.
 	WebhookDuplicate float64
+	// WebhookReorder delivers a sweep's due events in a shuffled order instead
+	// of oldest first (Stripe does not guarantee order).
+	WebhookReorder float64
 	// FirstAttempts limits the probabilistic faults to the first N attempts of
 	// each request identity, so a retry can get through; 0 means every attempt.
 	FirstAttempts int
@@ -68,7 +71,7 @@ const defaultSlowCommitDelay = 2 * time.Second
 //
 //	latency=20ms | latency=uniform:5ms:80ms | latency=exp:5ms:40ms
 //	rate=25  gateway-503=0.05  lock-timeout=0.05  500-before=0.1  500-after=0.1
-//	drop-after=0.05  slow-commit=0.1:3s  webhook-dup=0.2  first=1
+//	drop-after=0.05  slow-commit=0.1:3s  webhook-dup=0.2  webhook-reorder=0.5  first=1
 //
 // It reports every bad item at once. An empty spec means no faults.
 func ParseFaults(spec string) (Faults, error) {
@@ -108,6 +111,8 @@ func ParseFaults(spec string) (Faults, error) {
 			prob(&f.DropAfter)
 		case "webhook-dup":
 			prob(&f.WebhookDuplicate)
+		case "webhook-reorder":
+			prob(&f.WebhookReorder)
 		case "slow-commit":
 			p, d, hasDelay := strings.Cut(val, ":")
 			f.SlowCommit, err = parseProb(p)
@@ -204,6 +209,7 @@ func (f Faults) String() string {
 		items = append(items, fmt.Sprintf("slow-commit=%s:%s", strconv.FormatFloat(f.SlowCommit, 'g', -1, 64), f.SlowCommitDelay))
 	}
 	add("webhook-dup", f.WebhookDuplicate)
+	add("webhook-reorder", f.WebhookReorder)
 	if f.FirstAttempts > 0 {
 		items = append(items, "first="+strconv.Itoa(f.FirstAttempts))
 	}
@@ -235,9 +241,7 @@ type decision struct {
 // decide draws one attempt's faults. Every draw happens whatever the outcome,
 // so the stream of draws, and so the scenario, depends only on its inputs.
 func (f Faults) decide(seed int64, identity string, attempt int) decision {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s\x00%d", identity, attempt)
-	rng := rand.New(rand.NewPCG(uint64(seed), h.Sum64()))
+	rng := seededRand(seed, "request", identity, attempt)
 	var d decision
 	switch f.Latency.Dist {
 	case "fixed":
@@ -266,6 +270,15 @@ func (f Faults) decide(seed int64, identity string, attempt int) decision {
 	d.err500After = draws[4] < f.Error500After
 	d.dropAfter = !d.err500After && draws[5] < f.DropAfter
 	return d
+}
+
+// seededRand returns a generator determined by the seed and parts alone.
+func seededRand(seed int64, parts ...any) *rand.Rand {
+	h := fnv.New64a()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%v\x00", p)
+	}
+	return rand.New(rand.NewPCG(uint64(seed), h.Sum64()))
 }
 
 // rateLimiter is a token bucket on the simulator's clock.

@@ -70,6 +70,8 @@ const (
 	maxIdempotencyKeyLen = 255
 	// maxRequestLog is how many requests Requests remembers.
 	maxRequestLog = 100_000
+	// pruneEvery is how many commits pass between sweeps of expired keys.
+	pruneEvery = 1000
 )
 
 // DefaultWebhookRetries are the delays between webhook attempts, on the
@@ -130,9 +132,11 @@ type Server struct {
 	inflight map[string]bool
 	attempts map[string]int
 	requests []RequestRecord
+	commits  int
 	isClosed bool
 
-	deliverMu sync.Mutex // one webhook sweep at a time
+	deliverMu sync.Mutex // one webhook sweep at a time; guards sweeps
+	sweeps    int
 }
 
 // New returns a simulator, loading DataDir's state when set.
@@ -334,6 +338,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(body)
 	}
 	reject := func(e *apiError) {
+		e.RequestLogURL = requestLogURL(c.reqID)
 		for k, v := range e.extraHeaders {
 			h[k] = v
 		}
@@ -409,7 +414,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var res result
 	if dec.err500 {
 		rec.Fault = fault500Before
-		res = failure(apiErrorf(http.StatusInternalServerError, errTypeAPI, "", "Sorry, something went wrong. We've already been notified of the problem, but if you need any help, you can reach us at support.stripe.com/contact."))
+		res = failure(internalError())
 	} else {
 		res = rt.handle(c)
 		if dec.slowCommit && r.Method == http.MethodPost {
@@ -423,12 +428,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if dec.err500After {
 			rec.Fault = fault500After
 			change := res.change
-			res = failure(apiErrorf(http.StatusInternalServerError, errTypeAPI, "", "Sorry, something went wrong. We've already been notified of the problem, but if you need any help, you can reach us at support.stripe.com/contact."))
+			res = failure(internalError())
 			res.change = change
 		}
 	}
 	status, body := res.status, []byte(nil)
 	if res.err != nil {
+		res.err.RequestLogURL = requestLogURL(c.reqID)
 		for k, v := range res.err.extraHeaders {
 			h[k] = v
 		}
@@ -447,6 +453,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	respond(status, body)
+}
+
+// internalError is Stripe's JSON 500.
+func internalError() *apiError {
+	return apiErrorf(http.StatusInternalServerError, errTypeAPI, "",
+		"Sorry, something went wrong. We've already been notified of the problem, but if you need any help, you can reach us at support.stripe.com/contact.")
+}
+
+func requestLogURL(reqID string) string {
+	return "https://dashboard.stripe.com/test/logs/" + reqID
 }
 
 func (s *Server) record(rec RequestRecord) {
@@ -607,6 +623,9 @@ func (s *Server) commit(c *call, fingerprint string, status int, body []byte, ch
 		return err
 	}
 	s.st.apply(b)
+	if s.commits++; s.commits%pruneEvery == 0 {
+		s.st.pruneIdempotency(c.now)
+	}
 	return nil
 }
 

@@ -83,6 +83,16 @@ func (s *state) apply(b *batch) {
 	}
 }
 
+// pruneIdempotency forgets keys that have expired at now; the journal keeps
+// them until the next compaction, which drops them too.
+func (s *state) pruneIdempotency(now time.Time) {
+	for k, r := range s.idem {
+		if now.Sub(r.CreatedAt) >= idempotencyTTL {
+			delete(s.idem, k)
+		}
+	}
+}
+
 // snapshot returns the whole state as one batch, leaving out idempotency keys
 // that have expired at now.
 func (s *state) snapshot(now time.Time) *batch {

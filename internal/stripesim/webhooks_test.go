@@ -2,6 +2,7 @@ package stripesim
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -150,5 +151,52 @@ func TestF13_WebhookRetriesAndDuplicates(t *testing.T) {
 	}
 	if len(delivered) != 1 || delivered[0] != got[0].ID || got[0].Data.Object["id"] == pi.ID {
 		t.Fatalf("delivery_success=true: got %v", delivered)
+	}
+}
+
+// TestF13_WebhooksOutOfOrder: with webhook-reorder a sweep may deliver newer
+// events first; the same seed gives the same order.
+func TestF13_WebhooksOutOfOrder(t *testing.T) {
+	order := func() []string {
+		rc := &receiver{}
+		s := newWebhookSim(t, rc)
+		cust, pm := s.customer("pm_card_visa")
+		s.setFaults("webhook-reorder=1")
+		var created []string
+		for i := range 6 {
+			pi, err := s.charge(cust, pm, fmt.Sprintf("k%d", i), 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			created = append(created, pi.ID)
+		}
+		s.srv.DeliverWebhooks(context.Background())
+		var got []string
+		for _, ev := range rc.received() {
+			got = append(got, ev.Data.Object["id"].(string))
+		}
+		if len(got) != 6 {
+			t.Fatalf("delivered %d of 6", len(got))
+		}
+		same := true
+		for i := range got {
+			same = same && got[i] == created[i]
+		}
+		if same {
+			t.Fatal("webhook-reorder=1 delivered in creation order")
+		}
+		// Return positions, not ids (ids are random).
+		var pos []string
+		for _, id := range got {
+			for i, c := range created {
+				if c == id {
+					pos = append(pos, fmt.Sprint(i))
+				}
+			}
+		}
+		return pos
+	}
+	if a, b := order(), order(); fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("same seed, different order: %v vs %v", a, b)
 	}
 }
