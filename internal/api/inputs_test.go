@@ -5,32 +5,41 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"billrun.dev/billrun/internal/billing"
 	"billrun.dev/billrun/internal/store"
+	"billrun.dev/billrun/internal/stripesim"
 )
 
 // TestConcurrentChargesOnePayment: 50 simultaneous Charge calls for one
 // customer make exactly one payment; every call ends 200 after retries.
 func TestConcurrentChargesOnePayment(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b store.Backend) {
-		e := newEnv(t, b, envOptions{})
+		// Stripe latency makes all 50 requests overlap at Stripe, one key between them.
+		e := newEnv(t, b, envOptions{faults: stripesim.Faults{Latency: stripesim.Latency{Dist: "fixed", Min: 30 * time.Millisecond}}})
 		e.seed(visa(1)...)
 		const n = 50
 		var wg sync.WaitGroup
+		start := make(chan struct{})
 		first := make([]reply, n)
 		final := make([]reply, n)
 		for i := range n {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				<-start
 				first[i] = e.charge("c000")
 				final[i], _ = e.chargeUntilSettled("c000", 100)
 			}()
 		}
+		close(start)
 		wg.Wait()
-		charged := 0
+		charged, retried := 0, 0
 		for i := range n {
+			if first[i].status == http.StatusServiceUnavailable || first[i].status == http.StatusTooManyRequests {
+				retried++
+			}
 			switch s := first[i].status; {
 			case first[i].err != nil:
 				t.Errorf("call %d: transport error %v", i, first[i].err)
@@ -48,6 +57,7 @@ func TestConcurrentChargesOnePayment(t *testing.T) {
 		if charged > 1 {
 			t.Errorf("%d calls answered charged; at most one settles the record", charged)
 		}
+		t.Logf("first answers: %d charged, %d told to retry, the rest already_charged; %d Stripe requests", charged, retried, len(e.stripePosts()))
 		rec := e.record("c000")
 		if posts := len(e.stripePosts()); rec.State != billing.StateSucceeded || int(rec.Attempts) != posts {
 			t.Errorf("record %s with %d attempts; Stripe saw %d requests", rec.State, rec.Attempts, posts)

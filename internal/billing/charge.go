@@ -216,9 +216,8 @@ func (s *Service) beginAttempt(ctx context.Context, req ChargeRequest, reconcile
 				return fmt.Errorf("%w: %s is completed and has no charge record for this customer", ErrRunCompleted, req.Period)
 			}
 		}
-		c, _ := customerFrom(cdoc) // a decode error becomes a failed decision
-		c.ID = req.CustomerID
-		rec := newRecord(req.Period, c, decideDoc(cdoc, req.Period), now)
+		c, d := decideDoc(cdoc, req.Period)
+		rec := newRecord(req.Period, c, d, now)
 		if rec.State.Terminal() {
 			r := resultFrom(rec, true)
 			step.done = &r

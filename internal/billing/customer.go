@@ -211,14 +211,15 @@ func GetCustomer(ctx context.Context, r store.Reader, id string) (Customer, erro
 	return customerFrom(doc)
 }
 
-// decideDoc decides for a customer document, turning undecodable data into a
-// failed decision (the data is at fault, not the caller).
-func decideDoc(doc store.Doc, period string) Decision {
+// decideDoc decodes a customer document and decides for it, turning
+// undecodable data into a failed decision (the data is at fault, not the
+// caller). The customer carries at least its id.
+func decideDoc(doc store.Doc, period string) (Customer, Decision) {
 	c, err := customerFrom(doc)
 	if err != nil {
-		return Decision{State: StateFailed, ErrorCode: "invalid_customer_data", Reason: err.Error()}
+		return Customer{ID: doc.ID()}, Decision{State: StateFailed, ErrorCode: "invalid_customer_data", Reason: err.Error()}
 	}
-	return c.Decide(period)
+	return c, c.Decide(period)
 }
 
 // isNotFound reports a missing document.

@@ -114,8 +114,8 @@ func TestCustomerRoundTrip(t *testing.T) {
 	}
 	bad := c.Data()
 	bad["plan_amount"] = "lots"
-	if d := decideDoc(docOf("customers/c1", bad), "2026-10"); d.State != StateFailed || d.ErrorCode != "invalid_customer_data" {
-		t.Errorf("undecodable customer: %+v", d)
+	if c, d := decideDoc(docOf("customers/c1", bad), "2026-10"); c.ID != "c1" || d.State != StateFailed || d.ErrorCode != "invalid_customer_data" {
+		t.Errorf("undecodable customer: %+v %+v", c, d)
 	}
 }
 

@@ -185,9 +185,8 @@ func (s *Service) PlanDuePage(ctx context.Context, tx store.Tx, req DueRequest) 
 		id := cdoc.ID()
 		rec, ok := plan.Records[id]
 		if !ok {
-			c, _ := customerFrom(cdoc) // a decode error becomes a failed decision below
-			c.ID = id
-			rec = newRecord(req.Period, c, decideDoc(cdoc, req.Period), now)
+			c, d := decideDoc(cdoc, req.Period)
+			rec = newRecord(req.Period, c, d, now)
 			plan.Records[id] = rec
 			plan.Created = append(plan.Created, rec)
 		}
