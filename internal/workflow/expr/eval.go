@@ -31,16 +31,14 @@ func (ev *evaluator) eval(n node) (any, error) {
 	switch n := n.(type) {
 	case *litNode:
 		return n.val, nil
-	case *identNode, *memberNode:
-		if path, ok := staticPath(n); ok {
-			return ev.path(path)
-		}
-		m := n.(*memberNode)
-		x, err := ev.eval(m.x)
+	case *pathNode:
+		return ev.path(n.names)
+	case *memberNode:
+		x, err := ev.eval(n.x)
 		if err != nil {
 			return nil, err
 		}
-		return member(x, m.name)
+		return member(x, n.name)
 	case *indexNode:
 		x, err := ev.eval(n.x)
 		if err != nil {

@@ -184,14 +184,6 @@ func (r *Registry) Const(name string) (any, bool) {
 	return deepCopy(v), ok
 }
 
-// Names returns every registered function and constant name, sorted.
-func (r *Registry) Names() []string {
-	names := slices.Collect(maps.Keys(r.funcs))
-	names = slices.AppendSeq(names, maps.Keys(r.consts))
-	slices.Sort(names)
-	return names
-}
-
 // Clone returns a registry with the same entries that can be extended without
 // touching r (the engine adds its blocking functions and subworkflows to a
 // clone of the standard library).

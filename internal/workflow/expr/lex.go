@@ -158,37 +158,69 @@ func lex(src string) ([]token, error) {
 	}
 }
 
-// punctuation lists the operator and delimiter tokens, two-character ones
-// first so that they win over their one-character prefixes.
-const punctuation = "// == != <= >= + - * / % < > ( ) [ ] { } , : ."
-
-func punctKind(text string) tokKind {
-	kinds := [...]tokKind{tokSlashSlash, tokEq, tokNe, tokLe, tokGe, tokPlus, tokMinus, tokStar,
-		tokSlash, tokPercent, tokLt, tokGt, tokLParen, tokRParen, tokLBrack, tokRBrack,
-		tokLBrace, tokRBrace, tokComma, tokColon, tokDot}
-	for i, p := range strings.Fields(punctuation) {
-		if p == text {
-			return kinds[i]
+// punct matches the operator or delimiter at the start of s, two-character
+// operators first so that they win over their one-character prefixes.
+func punct(s string) (tokKind, int) {
+	if len(s) >= 2 {
+		for _, k := range []tokKind{tokSlashSlash, tokEq, tokNe, tokLe, tokGe} {
+			if s[:2] == punctText(k) {
+				return k, 2
+			}
 		}
 	}
-	return tokEOF
-}
-
-// punct matches the punctuation token at the start of s.
-func punct(s string) (tokKind, int) {
-	for _, p := range strings.Fields(punctuation) {
-		if strings.HasPrefix(s, p) {
-			return punctKind(p), len(p)
+	for k := tokPlus; k <= tokDot; k++ {
+		if t := punctText(k); len(t) == 1 && s[0] == t[0] {
+			return k, 1
 		}
 	}
 	return tokEOF, 0
 }
 
+// punctText spells an operator or delimiter token.
 func punctText(k tokKind) string {
-	for _, p := range strings.Fields(punctuation) {
-		if punctKind(p) == k {
-			return p
-		}
+	switch k {
+	case tokPlus:
+		return "+"
+	case tokMinus:
+		return "-"
+	case tokStar:
+		return "*"
+	case tokSlash:
+		return "/"
+	case tokSlashSlash:
+		return "//"
+	case tokPercent:
+		return "%"
+	case tokEq:
+		return "=="
+	case tokNe:
+		return "!="
+	case tokLt:
+		return "<"
+	case tokLe:
+		return "<="
+	case tokGt:
+		return ">"
+	case tokGe:
+		return ">="
+	case tokLParen:
+		return "("
+	case tokRParen:
+		return ")"
+	case tokLBrack:
+		return "["
+	case tokRBrack:
+		return "]"
+	case tokLBrace:
+		return "{"
+	case tokRBrace:
+		return "}"
+	case tokComma:
+		return ","
+	case tokColon:
+		return ":"
+	case tokDot:
+		return "."
 	}
 	return "?"
 }

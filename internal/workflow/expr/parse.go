@@ -27,9 +27,11 @@ type (
 		p   int
 		val any
 	}
-	identNode struct {
-		p    int
-		name string
+	// pathNode is a name followed by member accesses, `a.b.c`: a variable
+	// and its fields, or a module member such as retry.default_backoff.
+	pathNode struct {
+		p     int
+		names []string
 	}
 	memberNode struct {
 		p    int
@@ -67,7 +69,7 @@ type (
 )
 
 func (n *litNode) pos() int    { return n.p }
-func (n *identNode) pos() int  { return n.p }
+func (n *pathNode) pos() int   { return n.p }
 func (n *memberNode) pos() int { return n.p }
 func (n *indexNode) pos() int  { return n.p }
 func (n *callNode) pos() int   { return n.p }
@@ -162,43 +164,13 @@ func (e *Expr) Calls() []string { return slices.Clone(e.calls) }
 func (e *Expr) collect(root node) {
 	walk(root, func(n node) bool {
 		switch n := n.(type) {
-		case *identNode, *memberNode:
-			if path, ok := staticPath(n); ok {
-				e.refs = append(e.refs, strings.Join(path, "."))
-				return false
-			}
+		case *pathNode:
+			e.refs = append(e.refs, strings.Join(n.names, "."))
 		case *callNode:
 			e.calls = append(e.calls, n.name)
 		}
 		return true
 	})
-}
-
-// staticPath returns the names of an identifier followed by member accesses
-// (`a.b.c` → [a b c]); ok is false for anything else.
-func staticPath(n node) ([]string, bool) {
-	switch n := n.(type) {
-	case *identNode:
-		return []string{n.name}, true
-	case *memberNode:
-		path, ok := staticPath(n.x)
-		if !ok {
-			return nil, false
-		}
-		return append(path, n.name), true
-	}
-	return nil, false
-}
-
-// rootPos is where a static path starts: its first name, not its last dot.
-func rootPos(n node) int {
-	for {
-		m, ok := n.(*memberNode)
-		if !ok {
-			return n.pos()
-		}
-		n = m.x
-	}
 }
 
 type parser struct {
@@ -316,7 +288,11 @@ func (p *parser) postfix(x node) (node, error) {
 			if _, isKeyword := keyword(name.text); name.kind != tokIdent && (name.kind == tokString || !isKeyword) {
 				return nil, &SyntaxError{Offset: name.pos, Msg: "expected a name after \".\", found " + describe(name)}
 			}
-			x = &memberNode{p: t.pos, x: x, name: name.text}
+			if pn, ok := x.(*pathNode); ok {
+				x = &pathNode{p: pn.p, names: append(slices.Clip(pn.names), name.text)}
+			} else {
+				x = &memberNode{p: t.pos, x: x, name: name.text}
+			}
 		case tokLBrack:
 			p.next()
 			idx, err := p.expr(1)
@@ -328,7 +304,7 @@ func (p *parser) postfix(x node) (node, error) {
 			}
 			x = &indexNode{p: t.pos, x: x, index: idx}
 		case tokLParen:
-			path, ok := staticPath(x)
+			path, ok := x.(*pathNode)
 			if !ok {
 				return nil, &SyntaxError{Offset: t.pos, Msg: "only a named function can be called"}
 			}
@@ -337,7 +313,7 @@ func (p *parser) postfix(x node) (node, error) {
 			if err != nil {
 				return nil, err
 			}
-			x = &callNode{p: rootPos(x), name: strings.Join(path, "."), args: args}
+			x = &callNode{p: path.p, name: strings.Join(path.names, "."), args: args}
 		default:
 			return x, nil
 		}
@@ -390,7 +366,7 @@ func (p *parser) primary() (node, error) {
 	case tokNull:
 		return &litNode{p: t.pos, val: nil}, nil
 	case tokIdent:
-		return &identNode{p: t.pos, name: t.text}, nil
+		return &pathNode{p: t.pos, names: []string{t.text}}, nil
 	case tokLParen:
 		x, err := p.expr(1)
 		if err != nil {
