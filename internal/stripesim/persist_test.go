@@ -2,6 +2,7 @@ package stripesim
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -12,7 +13,9 @@ import (
 	"github.com/stripe/stripe-go/v82"
 )
 
-// reopen simulates a restart: a new Server on the same data directory.
+// reopen simulates a restart: a new Server on the same data directory. Close
+// only releases the file and its lock: every acknowledged change was already
+// synced, so this is what a crash leaves behind too.
 func (s *sim) reopen(dir string) *sim {
 	s.t.Helper()
 	s.ts.Close()
@@ -129,4 +132,21 @@ func TestReadLedgerOfEmptyDir(t *testing.T) {
 	if err != nil || len(led) != 0 {
 		t.Fatalf("got %v %v", led, err)
 	}
+}
+
+func TestDataDirIsLocked(t *testing.T) {
+	dir := t.TempDir()
+	first, err := New(Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{DataDir: dir}); !errors.Is(err, ErrDataDirInUse) {
+		t.Fatalf("second simulator on one directory: got %v", err)
+	}
+	first.Close()
+	second, err := New(Config{DataDir: dir})
+	if err != nil {
+		t.Fatalf("after close: %v", err)
+	}
+	second.Close()
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -16,8 +17,14 @@ import (
 // once they are at least 24 hours old).
 const idempotencyTTL = 24 * time.Hour
 
-// journalFile is the name of the state file inside the data directory.
-const journalFile = "stripesim.jsonl"
+// Files inside the data directory.
+const (
+	journalFile = "stripesim.jsonl"
+	lockFile    = "stripesim.lock"
+)
+
+// ErrDataDirInUse: another simulator holds the data directory.
+var ErrDataDirInUse = errors.New("stripesim: data directory in use by another simulator")
 
 // state is everything the simulator knows. It is guarded by Server.mu.
 type state struct {
@@ -121,7 +128,8 @@ func (s *state) snapshot(now time.Time) *batch {
 // journal appends batches to a file, one JSON line each, and syncs every line:
 // a payment the simulator answered is never forgotten by a restart.
 type journal struct {
-	f *os.File
+	f    *os.File
+	lock *os.File // holds an exclusive flock on the data directory
 }
 
 // loadJournal replays the journal in dir into a fresh state. A torn last line
@@ -164,6 +172,37 @@ func openJournal(dir string, now time.Time) (*journal, *state, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("stripesim: open state: %w", err)
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	j, st, err := openLocked(dir, now)
+	if err != nil {
+		lock.Close()
+		return nil, nil, err
+	}
+	j.lock = lock
+	return j, st, nil
+}
+
+// lockDir takes the data directory's lock, so two simulators never append to
+// one journal (the lock goes with the process, even when it crashes).
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("stripesim: lock state: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrDataDirInUse, dir)
+		}
+		return nil, fmt.Errorf("stripesim: lock state: %w", err)
+	}
+	return f, nil
+}
+
+func openLocked(dir string, now time.Time) (*journal, *state, error) {
 	path := filepath.Join(dir, journalFile)
 	st, err := loadJournal(path)
 	if err != nil {
@@ -232,7 +271,11 @@ func (j *journal) close() error {
 	if j == nil {
 		return nil
 	}
-	return j.f.Close()
+	err := j.f.Close()
+	if j.lock != nil {
+		j.lock.Close() // releases the flock
+	}
+	return err
 }
 
 // ReadLedger returns the successful payments recorded in a data directory, in
