@@ -33,6 +33,7 @@ type cliEnv struct {
 func commands() []command {
 	return []command{
 		stripeSimCommand(),
+		workflowCommand(),
 	}
 }
 
