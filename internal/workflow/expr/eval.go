@@ -308,9 +308,9 @@ func contains(container, x any) (any, error) {
 }
 
 // arith applies + - * / // % to numbers: int op int stays int (except /, which
-// is always a double), any double makes a double. Integer overflow is a
-// ValueError (undocumented; Google says integers are 64-bit and never wraps
-// them silently in its examples).
+// is always a double), any double makes a double. Overflow, integer or double,
+// is a ValueError: Google's datatypes page says overflow of integer or double
+// addition is an error without naming its tag.
 func arith(op tokKind, l, r any) (any, error) {
 	li, lInt := l.(int64)
 	ri, rInt := r.(int64)
@@ -325,19 +325,27 @@ func arith(op tokKind, l, r any) (any, error) {
 	if lInt && rInt && op != tokSlash {
 		return intArith(op, li, ri)
 	}
+	var f float64
 	switch op {
 	case tokPlus:
-		return lf + rf, nil
+		f = lf + rf
 	case tokMinus:
-		return lf - rf, nil
+		f = lf - rf
 	case tokStar:
-		return lf * rf, nil
+		f = lf * rf
 	case tokSlash:
-		return lf / rf, nil
+		f = lf / rf
 	case tokSlashSlash:
-		return math.Floor(lf / rf), nil
+		f = math.Floor(lf / rf)
+	default:
+		f = floatMod(lf, rf)
 	}
-	return floatMod(lf, rf), nil
+	// Google names double addition overflow as an error alongside integer
+	// overflow; no operation yields an infinity from finite operands here.
+	if math.IsInf(f, 0) && !math.IsInf(lf, 0) && !math.IsInf(rf, 0) {
+		return nil, ValueError("double overflow in %s", op)
+	}
+	return f, nil
 }
 
 func toFloat(v any) (float64, bool) {
