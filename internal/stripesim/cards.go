@@ -30,6 +30,7 @@ func testCards() map[string]testCard {
 	declineCVC := &decline{"incorrect_cvc", "incorrect_cvc", "Your card's security code is incorrect."}
 	declineProcessing := &decline{"processing_error", "processing_error", "An error occurred while processing your card. Try again in a little bit."}
 	declineFraud := &decline{"card_declined", "fraudulent", "Your card was declined."}
+	declineVelocity := &decline{"card_declined", "card_velocity_exceeded", "Your card was declined for making repeated attempts too frequently or exceeding its amount limit."}
 	declineAuthRequired := &decline{"authentication_required", "authentication_required", "Your card was declined. This transaction requires authentication."}
 	visa := func(last4 string) testCard { return testCard{brand: "visa", last4: last4, funding: "credit"} }
 	declined := func(last4 string, d *decline) testCard {
@@ -42,19 +43,20 @@ func testCards() map[string]testCard {
 	auth := visa("3184")
 	auth.authRequired = declineAuthRequired
 	return map[string]testCard{
-		"pm_card_visa":                                 visa("4242"),
-		"pm_card_visa_debit":                           {brand: "visa", last4: "5556", funding: "debit"},
-		"pm_card_mastercard":                           {brand: "mastercard", last4: "4444", funding: "credit"},
-		"pm_card_amex":                                 {brand: "amex", last4: "8431", funding: "credit"},
-		"pm_card_visa_chargeDeclined":                  declined("0002", declineGeneric),
-		"pm_card_visa_chargeDeclinedInsufficientFunds": declined("9995", declineInsufficient),
-		"pm_card_visa_chargeDeclinedLostCard":          declined("9987", declineLost),
-		"pm_card_visa_chargeDeclinedStolenCard":        declined("9979", declineStolen),
-		"pm_card_chargeDeclinedExpiredCard":            declined("0069", declineExpired),
-		"pm_card_chargeDeclinedIncorrectCvc":           declined("0127", declineCVC),
-		"pm_card_chargeDeclinedProcessingError":        declined("0119", declineProcessing),
-		"pm_card_chargeDeclinedFraudulent":             declined("0019", declineFraud),
-		"pm_card_chargeCustomerFail":                   customerFail,
-		"pm_card_authenticationRequired":               auth,
+		"pm_card_visa":                                     visa("4242"),
+		"pm_card_visa_debit":                               {brand: "visa", last4: "5556", funding: "debit"},
+		"pm_card_mastercard":                               {brand: "mastercard", last4: "4444", funding: "credit"},
+		"pm_card_amex":                                     {brand: "amex", last4: "8431", funding: "credit"},
+		"pm_card_visa_chargeDeclined":                      declined("0002", declineGeneric),
+		"pm_card_visa_chargeDeclinedInsufficientFunds":     declined("9995", declineInsufficient),
+		"pm_card_visa_chargeDeclinedLostCard":              declined("9987", declineLost),
+		"pm_card_visa_chargeDeclinedStolenCard":            declined("9979", declineStolen),
+		"pm_card_chargeDeclinedExpiredCard":                declined("0069", declineExpired),
+		"pm_card_chargeDeclinedIncorrectCvc":               declined("0127", declineCVC),
+		"pm_card_chargeDeclinedProcessingError":            declined("0119", declineProcessing),
+		"pm_card_visa_chargeDeclinedVelocityLimitExceeded": declined("6975", declineVelocity),
+		"pm_card_chargeDeclinedFraudulent":                 declined("0019", declineFraud),
+		"pm_card_chargeCustomerFail":                       customerFail,
+		"pm_card_authenticationRequired":                   auth,
 	}
 }

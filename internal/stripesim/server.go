@@ -1,12 +1,3 @@
-// Package stripesim is a stateful Stripe simulator: an HTTP server that the real
-// stripe-go client talks to, with Stripe's JSON shapes, form-encoded parameters,
-// idempotency rules, test payment methods, events and signed webhooks, plus
-// seeded fault injection. Its ledger of successful payments is the ground truth
-// that tests and billrun audit check "one payment per customer per period"
-// against.
-//
-// State lives in memory, or in a journal file in a data directory so that a
-// restarted simulator still knows yesterday's payments and idempotency keys.
 package stripesim
 
 import (
