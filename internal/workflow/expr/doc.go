@@ -13,7 +13,8 @@
 // choice is made in one place, named here:
 //
 //   - Only a whole "${…}" scalar is an expression; Workflows does no
-//     interpolation, so "a ${b}" is the literal string it reads as (ParseValue).
+//     interpolation, so "a ${b}" is the literal string it reads as; syntax
+//     error offsets count from the expression text, after "${" (ParseValue).
 //   - String literals are double-quoted with JSON escapes; map literal keys are
 //     string literals; a trailing comma is a syntax error (parser).
 //   - Precedence follows Google's table literally, so `not` binds tighter than
@@ -22,8 +23,9 @@
 //   - `==`/`!=` compare any two values (unrelated types are unequal); `<` etc.
 //     order numbers, strings and booleans and raise TypeError otherwise
 //     (Equal, compare).
-//   - Integer overflow in + - * // unary - and math.abs is a ValueError;
-//     `%` takes the divisor's sign, so a == (a//b)*b + a%b (intArith).
+//   - Overflow is a ValueError, for integers (+ - * // unary -, math.abs) and
+//     for doubles (a finite operation giving an infinity); `%` takes the
+//     divisor's sign, so a == (a//b)*b + a%b (arith, intArith).
 //   - List indexes must be integers in [0, len): no negative indexes (index).
 //   - A variable shadows a module name; a name that is neither a variable nor
 //     a registered constant or function raises KeyError at run time (the
@@ -34,6 +36,10 @@
 //     map keys are sorted by keys() and by JSON encoding (sortedKeys,
 //     EncodeJSON); null counts 8 bytes in SizeOf.
 //   - A raised string reaches `except: as:` unchanged (Error.Value).
+//   - Functions accept only the argument types their page documents, anything
+//     else is a TypeError (len of bytes, base64.encode of a string) (argErr).
+//   - No expression length limit is enforced: Google's quotas page names one,
+//     but its value could not be checked (maxDepth only bounds nesting).
 //   - text.url_decode turns "+" into a space; int("1.5") is a ValueError;
 //     int() of a double truncates toward zero (percentDecode, toInt).
 package expr
