@@ -59,7 +59,7 @@ func (ev *evaluator) eval(n node) (any, error) {
 		if n.op == tokNot {
 			b, ok := x.(bool)
 			if !ok {
-				return nil, TypeError("operand of not must be a boolean, got %s", TypeName(x))
+				return nil, TypeError("operand of not must be a boolean, got %s", typeOf(x))
 			}
 			return !b, nil
 		}
@@ -149,7 +149,7 @@ func (ev *evaluator) call(n *callNode) (any, error) {
 func member(x any, name string) (any, error) {
 	m, ok := x.(map[string]any)
 	if !ok {
-		return nil, TypeError("cannot access field %q of %s", name, TypeName(x))
+		return nil, TypeError("cannot access field %q of %s", name, typeOf(x))
 	}
 	v, ok := m[name]
 	if !ok {
@@ -166,7 +166,7 @@ func index(x, i any) (any, error) {
 	case []any:
 		n, ok := i.(int64)
 		if !ok {
-			return nil, TypeError("list index must be an integer, got %s", TypeName(i))
+			return nil, TypeError("list index must be an integer, got %s", typeOf(i))
 		}
 		if n < 0 || n >= int64(len(c)) {
 			return nil, IndexError("list index out of range: %d", n)
@@ -175,7 +175,7 @@ func index(x, i any) (any, error) {
 	case map[string]any:
 		k, ok := i.(string)
 		if !ok {
-			return nil, TypeError("map key must be a string, got %s", TypeName(i))
+			return nil, TypeError("map key must be a string, got %s", typeOf(i))
 		}
 		v, ok := c[k]
 		if !ok {
@@ -183,7 +183,7 @@ func index(x, i any) (any, error) {
 		}
 		return v, nil
 	}
-	return nil, TypeError("cannot index %s", TypeName(x))
+	return nil, TypeError("cannot index %s", typeOf(x))
 }
 
 func negate(x any) (any, error) {
@@ -196,7 +196,7 @@ func negate(x any) (any, error) {
 	case float64:
 		return -v, nil
 	}
-	return nil, TypeError("operand of unary - must be a number, got %s", TypeName(x))
+	return nil, TypeError("operand of unary - must be a number, got %s", typeOf(x))
 }
 
 func (ev *evaluator) binary(n *binaryNode) (any, error) {
@@ -219,7 +219,7 @@ func (ev *evaluator) binary(n *binaryNode) (any, error) {
 func (ev *evaluator) logical(n *binaryNode, l any) (any, error) {
 	lb, ok := l.(bool)
 	if !ok {
-		return nil, TypeError("operands of %s must be booleans, got %s", n.op, TypeName(l))
+		return nil, TypeError("operands of %s must be booleans, got %s", n.op, typeOf(l))
 	}
 	if (n.op == tokAnd && !lb) || (n.op == tokOr && lb) {
 		return lb, nil
@@ -230,7 +230,7 @@ func (ev *evaluator) logical(n *binaryNode, l any) (any, error) {
 	}
 	rb, ok := r.(bool)
 	if !ok {
-		return nil, TypeError("operands of %s must be booleans, got %s", n.op, TypeName(r))
+		return nil, TypeError("operands of %s must be booleans, got %s", n.op, typeOf(r))
 	}
 	return rb, nil
 }
@@ -299,12 +299,12 @@ func contains(container, x any) (any, error) {
 	case map[string]any:
 		k, ok := x.(string)
 		if !ok {
-			return nil, TypeError("map key must be a string, got %s", TypeName(x))
+			return nil, TypeError("map key must be a string, got %s", typeOf(x))
 		}
 		_, found := c[k]
 		return found, nil
 	}
-	return nil, TypeError("right operand of in must be a list or a map, got %s", TypeName(container))
+	return nil, TypeError("right operand of in must be a list or a map, got %s", typeOf(container))
 }
 
 // arith applies + - * / // % to numbers: int op int stays int (except /, which
@@ -317,7 +317,7 @@ func arith(op tokKind, l, r any) (any, error) {
 	lf, lNum := toFloat(l)
 	rf, rNum := toFloat(r)
 	if !lNum || !rNum {
-		return nil, TypeError("unsupported operand types for %s: %s and %s", op, TypeName(l), TypeName(r))
+		return nil, TypeError("unsupported operand types for %s: %s and %s", op, typeOf(l), typeOf(r))
 	}
 	if (op == tokSlash || op == tokSlashSlash || op == tokPercent) && rf == 0 {
 		return nil, ZeroDivisionError("division by zero")

@@ -27,7 +27,7 @@ func registerText(b *builder) {
 		if err != nil {
 			return nil, ValueError("text.decode: %s", err.Error())
 		}
-		return strings.ToValidUTF8(string(out), "\uFFFD"), nil
+		return string(out), nil
 	}))
 	b.fn("text.encode", params(req("text"), opt("charset", "UTF-8")), noCtx(func(a []any) (any, error) {
 		s, err := argString("text.encode", "text", a[0])

@@ -151,7 +151,7 @@ func compare(a, b any) (int, error) {
 			return cmpOrdered(boolInt(x), boolInt(y)), nil
 		}
 	}
-	return 0, TypeError("cannot compare %s with %s", TypeName(a), TypeName(b))
+	return 0, TypeError("cannot compare %s with %s", typeOf(a), typeOf(b))
 }
 
 func cmpOrdered[T int64 | float64](x, y T) int {
