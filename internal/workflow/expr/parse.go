@@ -20,11 +20,12 @@ type Expr struct {
 	calls []string
 }
 
-type node interface{ pos() int }
+// node is one of the *…Node types below. Only calls and name paths keep a
+// position: Check reports calls by offset, and a call's position is its name's.
+type node any
 
 type (
 	litNode struct {
-		p   int
 		val any
 	}
 	// pathNode is a name followed by member accesses, `a.b.c`: a variable
@@ -34,12 +35,10 @@ type (
 		names []string
 	}
 	memberNode struct {
-		p    int
 		x    node
 		name string
 	}
 	indexNode struct {
-		p        int
 		x, index node
 	}
 	callNode struct {
@@ -48,35 +47,21 @@ type (
 		args []node
 	}
 	unaryNode struct {
-		p  int
 		op tokKind
 		x  node
 	}
 	binaryNode struct {
-		p    int
 		op   tokKind
 		l, r node
 	}
 	listNode struct {
-		p     int
 		elems []node
 	}
 	mapNode struct {
-		p    int
 		keys []string
 		vals []node
 	}
 )
-
-func (n *litNode) pos() int    { return n.p }
-func (n *pathNode) pos() int   { return n.p }
-func (n *memberNode) pos() int { return n.p }
-func (n *indexNode) pos() int  { return n.p }
-func (n *callNode) pos() int   { return n.p }
-func (n *unaryNode) pos() int  { return n.p }
-func (n *binaryNode) pos() int { return n.p }
-func (n *listNode) pos() int   { return n.p }
-func (n *mapNode) pos() int    { return n.p }
 
 // binaryPrec is Google's precedence table (datatypes page) for binary
 // operators, higher binds tighter, 0 for tokens that are not binary operators;
@@ -245,7 +230,7 @@ func (p *parser) expr(minPrec int) (node, error) {
 		if err != nil {
 			return nil, err
 		}
-		l = &binaryNode{p: t.pos, op: t.kind, l: l, r: r}
+		l = &binaryNode{op: t.kind, l: l, r: r}
 	}
 }
 
@@ -262,14 +247,14 @@ func (p *parser) unary() (node, error) {
 		if n := p.peek(); t.kind == tokMinus && n.kind == tokInt {
 			if u, err := strconv.ParseUint(n.text, 10, 64); err == nil && u == 1<<63 {
 				p.next()
-				return p.postfix(&litNode{p: t.pos, val: int64(math.MinInt64)})
+				return p.postfix(&litNode{val: int64(math.MinInt64)})
 			}
 		}
 		x, err := p.unary()
 		if err != nil {
 			return nil, err
 		}
-		return &unaryNode{p: t.pos, op: t.kind, x: x}, nil
+		return &unaryNode{op: t.kind, x: x}, nil
 	}
 	x, err := p.primary()
 	if err != nil {
@@ -291,7 +276,7 @@ func (p *parser) postfix(x node) (node, error) {
 			if pn, ok := x.(*pathNode); ok {
 				x = &pathNode{p: pn.p, names: append(slices.Clip(pn.names), name.text)}
 			} else {
-				x = &memberNode{p: t.pos, x: x, name: name.text}
+				x = &memberNode{x: x, name: name.text}
 			}
 		case tokLBrack:
 			p.next()
@@ -302,7 +287,7 @@ func (p *parser) postfix(x node) (node, error) {
 			if _, err := p.expect(tokRBrack); err != nil {
 				return nil, err
 			}
-			x = &indexNode{p: t.pos, x: x, index: idx}
+			x = &indexNode{x: x, index: idx}
 		case tokLParen:
 			path, ok := x.(*pathNode)
 			if !ok {
@@ -353,18 +338,18 @@ func (p *parser) primary() (node, error) {
 		if err != nil {
 			return nil, &SyntaxError{Offset: t.pos, Msg: "integer out of range: " + t.text}
 		}
-		return &litNode{p: t.pos, val: v}, nil
+		return &litNode{val: v}, nil
 	case tokDouble:
 		v, _ := strconv.ParseFloat(t.text, 64) // validated by the lexer
-		return &litNode{p: t.pos, val: v}, nil
+		return &litNode{val: v}, nil
 	case tokString:
-		return &litNode{p: t.pos, val: t.text}, nil
+		return &litNode{val: t.text}, nil
 	case tokTrue:
-		return &litNode{p: t.pos, val: true}, nil
+		return &litNode{val: true}, nil
 	case tokFalse:
-		return &litNode{p: t.pos, val: false}, nil
+		return &litNode{val: false}, nil
 	case tokNull:
-		return &litNode{p: t.pos, val: nil}, nil
+		return &litNode{val: nil}, nil
 	case tokIdent:
 		return &pathNode{p: t.pos, names: []string{t.text}}, nil
 	case tokLParen:
@@ -381,9 +366,9 @@ func (p *parser) primary() (node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &listNode{p: t.pos, elems: elems}, nil
+		return &listNode{elems: elems}, nil
 	case tokLBrace:
-		return p.mapLiteral(t)
+		return p.mapLiteral()
 	}
 	return nil, p.unexpected(t)
 }
@@ -391,8 +376,8 @@ func (p *parser) primary() (node, error) {
 // mapLiteral parses `{"k": v, …}`. Keys are string literals (undocumented
 // whether other key expressions are allowed; literals are what Google shows).
 // A repeated key is a syntax error rather than a silent overwrite.
-func (p *parser) mapLiteral(open token) (node, error) {
-	m := &mapNode{p: open.pos}
+func (p *parser) mapLiteral() (node, error) {
+	m := &mapNode{}
 	if p.peek().kind == tokRBrace {
 		p.next()
 		return m, nil
