@@ -209,7 +209,10 @@ type RequestRecord struct {
 	SDKGeneratedKey bool `json:"sdk_generated_key,omitempty"`
 	// Attempt counts requests with the same identity (key, or method and URL),
 	// from 1.
-	Attempt  int    `json:"attempt"`
+	Attempt int `json:"attempt"`
+	// Status is the HTTP status answered: 0 when the connection was dropped
+	// or a slow commit was cut short by Close, 499 when the caller left
+	// during injected latency.
 	Status   int    `json:"status"`
 	Replayed bool   `json:"replayed,omitempty"`
 	Fault    string `json:"fault,omitempty"`
@@ -280,6 +283,42 @@ func (rt route) match(method string, segs []string) ([]string, bool) {
 	return args, true
 }
 
+// maxBodyBytes bounds a request body; Stripe's own limit is of this order.
+const maxBodyBytes = 1 << 20
+
+// exchange is one request and its answer.
+type exchange struct {
+	w   http.ResponseWriter
+	c   *call
+	rec *RequestRecord
+}
+
+func (x *exchange) respond(status int, body []byte) {
+	x.rec.Status = status
+	x.w.Header().Set("Content-Type", "application/json")
+	x.w.WriteHeader(status)
+	x.w.Write(body)
+}
+
+func (x *exchange) reject(e *apiError) {
+	x.respond(e.status, x.errorBody(e))
+}
+
+// errorBody renders e for this request, setting its headers.
+func (x *exchange) errorBody(e *apiError) []byte {
+	e.RequestLogURL = requestLogURL(x.c.reqID)
+	for k, v := range e.extraHeaders {
+		x.w.Header()[k] = v
+	}
+	return mustJSON(e.body())
+}
+
+// drop closes the connection without an answer (RequestRecord.Status 0).
+func (x *exchange) drop() {
+	x.rec.Fault, x.rec.Status = faultDropAfter, 0
+	dropConnection(x.w)
+}
+
 // ServeHTTP handles one request: latency, auth, rate limiting, front-door
 // faults, routing, parameter validation, idempotency, execution and commit, in
 // Stripe's order.
@@ -288,16 +327,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveSim(w, r)
 		return
 	}
-	now := s.clock.Now()
-	c := &call{r: r, now: now, reqID: newID("req")}
+	c := &call{r: r, now: s.clock.Now(), reqID: newID("req")}
 	if r.Method == http.MethodPost {
 		c.idemKey = strings.TrimSpace(r.Header.Get("Idempotency-Key"))
 	}
-	rawBody, readErr := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	rawBody, readErr := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	if readErr == nil && len(rawBody) > maxBodyBytes {
+		readErr = fmt.Errorf("body over %d bytes", maxBodyBytes)
+	}
 
-	identity := r.Method + " " + r.URL.RequestURI() + " " + string(rawBody)
-	if c.idemKey != "" {
-		identity = "key " + c.idemKey
+	// Faults are drawn per attempt of an identity: the key, or the request.
+	identity := "key " + c.idemKey
+	if c.idemKey == "" {
+		identity = r.Method + " " + r.URL.RequestURI() + " " + string(rawBody)
 	}
 	s.mu.Lock()
 	s.attempts[identity]++
@@ -306,12 +348,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	dec := faults.decide(s.cfg.Seed, identity, attempt)
 
-	rec := RequestRecord{
-		Time: now, RequestID: c.reqID, Method: r.Method, Path: r.URL.Path,
+	rec := &RequestRecord{
+		Time: c.now, RequestID: c.reqID, Method: r.Method, Path: r.URL.Path,
 		IdempotencyKey: c.idemKey, SDKGeneratedKey: sdkKeyPattern.MatchString(c.idemKey), Attempt: attempt,
 	}
-	defer func() { s.record(rec) }()
-
+	defer func() { s.record(*rec) }()
+	x := &exchange{w: w, c: c, rec: rec}
 	h := w.Header()
 	h.Set("Request-Id", c.reqID)
 	h.Set("Stripe-Version", APIVersion)
@@ -322,60 +364,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.Status = 499 // the caller gave up while we were slow
 		return
 	}
-	respond := func(status int, body []byte) {
-		rec.Status = status
-		h.Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		w.Write(body)
-	}
-	reject := func(e *apiError) {
-		e.RequestLogURL = requestLogURL(c.reqID)
-		for k, v := range e.extraHeaders {
-			h[k] = v
-		}
-		respond(e.status, mustJSON(e.body()))
-	}
-
-	if e := s.authenticate(r); e != nil {
-		reject(e)
-		return
-	}
-	if !s.limiter.allow(now, faults.RateLimit) {
-		rec.Fault = faultRateLimit
-		e := apiErrorf(http.StatusTooManyRequests, errTypeInvalidRequest, "rate_limit",
-			"Request rate limit exceeded. You can learn more about rate limits here https://stripe.com/docs/rate-limits.")
-		reject(withHeader(e, "Stripe-Rate-Limited-Reason", "global-rate"))
-		return
-	}
-	if dec.gateway503 {
-		rec.Fault, rec.Status = faultGateway503, http.StatusServiceUnavailable
-		h.Set("Content-Type", "text/html")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		io.WriteString(w, "<html><body><h1>503 Service Unavailable</h1></body></html>\n")
-		return
-	}
-	if dec.lockTimeout {
-		rec.Fault = faultLockTimeout
-		reject(apiErrorf(http.StatusTooManyRequests, errTypeInvalidRequest, "lock_timeout",
-			"This object cannot be accessed right now because another API request or Stripe process is currently accessing it. If you see this error intermittently, retry the request."))
+	if s.frontDoor(x, dec, faults.RateLimit) {
 		return
 	}
 
 	rt, args := s.findRoute(r.Method, r.URL.Path)
 	if rt == nil {
-		reject(apiErrorf(http.StatusNotFound, errTypeInvalidRequest, "",
+		x.reject(apiErrorf(http.StatusNotFound, errTypeInvalidRequest, "",
 			"Unrecognized request URL (%s: %s). Please see https://stripe.com/docs or we can help at https://support.stripe.com/.", r.Method, r.URL.Path))
 		return
 	}
 	c.args = args
 	p, e := parseParams(r, rawBody, readErr, rt.schema)
 	if e != nil {
-		reject(e)
+		x.reject(e)
 		return
 	}
 	c.p = p
 	if len(c.idemKey) > maxIdempotencyKeyLen {
-		reject(invalidRequest(fmt.Sprintf("Invalid Idempotency-Key: keys must be at most %d characters long.", maxIdempotencyKeyLen), "", "idempotency_key_too_long"))
+		x.reject(invalidRequest(fmt.Sprintf("Invalid Idempotency-Key: keys must be at most %d characters long.", maxIdempotencyKeyLen), "", "idempotency_key_too_long"))
 		return
 	}
 
@@ -384,7 +391,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fingerprint = string(mustJSON(p))
 		stored, e := s.beginIdempotent(c, fingerprint)
 		if e != nil {
-			reject(e)
+			x.reject(e)
 			return
 		}
 		if stored != nil {
@@ -392,58 +399,81 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.Set("Idempotent-Replayed", "true")
 			h.Set("Original-Request", stored.RequestID)
 			if dec.dropAfter {
-				rec.Fault = faultDropAfter
-				dropConnection(w)
-				rec.Status = 0
+				x.drop()
 				return
 			}
-			respond(stored.Status, stored.Body)
+			x.respond(stored.Status, stored.Body)
 			return
 		}
 	}
+	s.execute(x, rt, fingerprint, dec, faults.SlowCommitDelay)
+}
 
+// frontDoor applies what Stripe does before an endpoint runs: authentication,
+// the rate limiter and the front-door faults. Nothing it refuses is stored
+// under an idempotency key. It reports whether it answered.
+func (s *Server) frontDoor(x *exchange, dec decision, rate float64) bool {
+	if e := s.authenticate(x.c.r); e != nil {
+		x.reject(e)
+		return true
+	}
+	switch {
+	case !s.limiter.allow(x.c.now, rate):
+		x.rec.Fault = faultRateLimit
+		e := apiErrorf(http.StatusTooManyRequests, errTypeInvalidRequest, "rate_limit",
+			"Request rate limit exceeded. You can learn more about rate limits here https://stripe.com/docs/rate-limits.")
+		x.reject(withHeader(e, "Stripe-Rate-Limited-Reason", "global-rate"))
+	case dec.gateway503:
+		x.rec.Fault, x.rec.Status = faultGateway503, http.StatusServiceUnavailable
+		x.w.Header().Set("Content-Type", "text/html")
+		x.w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(x.w, "<html><body><h1>503 Service Unavailable</h1></body></html>\n")
+	case dec.lockTimeout:
+		x.rec.Fault = faultLockTimeout
+		x.reject(apiErrorf(http.StatusTooManyRequests, errTypeInvalidRequest, "lock_timeout",
+			"This object cannot be accessed right now because another API request or Stripe process is currently accessing it. If you see this error intermittently, retry the request."))
+	default:
+		return false
+	}
+	return true
+}
+
+// execute runs the endpoint with the commit-time faults, commits its change
+// together with the result stored under the key, and answers.
+func (s *Server) execute(x *exchange, rt *route, fingerprint string, dec decision, slowDelay time.Duration) {
 	var res result
 	if dec.err500 {
-		rec.Fault = fault500Before
+		x.rec.Fault = fault500Before
 		res = failure(internalError())
 	} else {
-		res = rt.handle(c)
-		if dec.slowCommit && r.Method == http.MethodPost {
-			rec.Fault = faultSlowCommit
-			if !s.sleep(context.Background(), faults.SlowCommitDelay) {
-				s.endIdempotent(c.idemKey)
-				rec.Status = 0
+		res = rt.handle(x.c)
+		if dec.slowCommit && x.c.r.Method == http.MethodPost {
+			x.rec.Fault = faultSlowCommit
+			// The commit goes on even if the caller gives up.
+			if !s.sleep(context.Background(), slowDelay) {
+				s.endIdempotent(x.c.idemKey)
 				return // closed mid-commit: nothing happened
 			}
 		}
 		if dec.err500After {
-			rec.Fault = fault500After
-			change := res.change
-			res = failure(internalError())
-			res.change = change
+			x.rec.Fault = fault500After
+			res = failureWith(internalError(), res.change)
 		}
 	}
-	status, body := res.status, []byte(nil)
+	body := mustJSON(res.body)
 	if res.err != nil {
-		res.err.RequestLogURL = requestLogURL(c.reqID)
-		for k, v := range res.err.extraHeaders {
-			h[k] = v
-		}
-		body = mustJSON(res.err.body())
-	} else {
-		body = mustJSON(res.body)
+		body = x.errorBody(res.err)
 	}
-	if err := s.commit(c, fingerprint, status, body, res.change); err != nil {
-		s.log.Error("stripesim: commit failed", "request_id", c.reqID, "err", err)
-		reject(apiErrorf(http.StatusInternalServerError, errTypeAPI, "", "The simulator could not save its state."))
+	if err := s.commit(x.c, fingerprint, res.status, body, res.change); err != nil {
+		s.log.Error("stripesim: commit failed", "request_id", x.c.reqID, "err", err)
+		x.reject(apiErrorf(http.StatusInternalServerError, errTypeAPI, "", "The simulator could not save its state."))
 		return
 	}
 	if dec.dropAfter {
-		rec.Fault = faultDropAfter
-		dropConnection(w)
+		x.drop()
 		return
 	}
-	respond(status, body)
+	x.respond(res.status, body)
 }
 
 // internalError is Stripe's JSON 500.
