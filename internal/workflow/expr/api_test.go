@@ -136,6 +136,8 @@ func TestBindNamed(t *testing.T) {
 		t.Fatal("text.replace_all is not registered")
 	}
 	g, _ := testLib(t).Func("sys.get_env")
+	// A subworkflow may give a default to a parameter before a required one.
+	sub := &expr.Func{Name: "sub", Params: []expr.Param{{Name: "a"}, {Name: "b", Optional: true, Default: []any{int64(1)}}, {Name: "c"}}}
 	for _, tc := range []struct {
 		name string
 		f    *expr.Func
@@ -145,6 +147,7 @@ func TestBindNamed(t *testing.T) {
 	}{
 		{name: "all named", f: f, args: map[string]any{"source": "a-b", "substr": "-", "repl": "+"}, want: []any{"a-b", "-", "+"}},
 		{name: "default filled", f: g, args: map[string]any{"name": "X"}, want: []any{"X", nil}},
+		{name: "default in the middle", f: sub, args: map[string]any{"a": 1.5, "c": "x"}, want: []any{1.5, []any{int64(1)}, "x"}},
 		{name: "unknown and missing", f: f, args: map[string]any{"source": "a", "sep": "-"},
 			err: "TypeError: text.replace_all: unknown argument(s) sep; missing required argument(s) substr, repl"},
 	} {
@@ -160,6 +163,22 @@ func TestBindNamed(t *testing.T) {
 				t.Fatalf("BindNamed = %#v, %v; want %#v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+func TestBind(t *testing.T) {
+	sub := &expr.Func{Name: "sub", Params: []expr.Param{{Name: "a"}, {Name: "b", Optional: true, Default: []any{int64(1)}}, {Name: "c", Optional: true, Default: "z"}}}
+	got, err := sub.Bind([]any{int64(0)})
+	if err != nil || !reflect.DeepEqual(got, []any{int64(0), []any{int64(1)}, "z"}) {
+		t.Fatalf("Bind = %#v, %v", got, err)
+	}
+	got[1].([]any)[0] = "mutated"
+	if again, _ := sub.Bind([]any{int64(0)}); again[1].([]any)[0] != int64(1) {
+		t.Fatalf("a mutated default leaked into the next call: %#v", again)
+	}
+	middle := &expr.Func{Name: "middle", Params: []expr.Param{{Name: "a", Optional: true}, {Name: "b"}}}
+	if _, err := middle.Bind([]any{int64(0)}); err == nil || err.Error() != "TypeError: middle() takes 2 arguments (1 given)" {
+		t.Fatalf("Bind with a required parameter after an optional one = %v", err)
 	}
 }
 

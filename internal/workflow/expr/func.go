@@ -43,11 +43,12 @@ type Func struct {
 	Call func(ctx context.Context, args []any) (any, error)
 }
 
-// arity returns how many positional arguments f accepts.
+// arity returns how many positional arguments f accepts: at least up to its
+// last required parameter, at most all of them.
 func (f *Func) arity() (lo, hi int) {
-	for _, p := range f.Params {
+	for i, p := range f.Params {
 		if !p.Optional {
-			lo++
+			lo = i + 1
 		}
 	}
 	return lo, len(f.Params)
@@ -67,9 +68,9 @@ func (f *Func) checkCount(n int) error {
 	return &Error{Tags: []string{TagTypeError}, Message: fmt.Sprintf("%s() takes %s arguments (%d given)", f.Name, want, n), cause: ErrArgCount}
 }
 
-// Bind checks a positional argument list against Params and fills defaults.
-// Optional parameters come after the required ones, so the missing ones are
-// a suffix.
+// Bind checks a positional argument list against Params and fills in the
+// defaults of the omitted trailing parameters. Defaults are copied, so a
+// caller that mutates an argument in place cannot change the next call's.
 func (f *Func) Bind(args []any) ([]any, error) {
 	if err := f.checkCount(len(args)); err != nil {
 		return nil, err
@@ -77,7 +78,7 @@ func (f *Func) Bind(args []any) ([]any, error) {
 	out := make([]any, len(f.Params))
 	copy(out, args)
 	for i := len(args); i < len(f.Params); i++ {
-		out[i] = f.Params[i].Default
+		out[i] = deepCopy(f.Params[i].Default)
 	}
 	return out, nil
 }
@@ -96,7 +97,7 @@ func (f *Func) BindNamed(args map[string]any) ([]any, error) {
 		case ok:
 			out[i] = v
 		case p.Optional:
-			out[i] = p.Default
+			out[i] = deepCopy(p.Default)
 		default:
 			missing = append(missing, p.Name)
 		}
