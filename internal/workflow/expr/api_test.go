@@ -200,6 +200,11 @@ func TestErrorValues(t *testing.T) {
 			t.Fatalf("Value() = %#v, Message = %q", e.Value(), e.Message)
 		}
 	})
+	t.Run("raised null stays null", func(t *testing.T) {
+		if v := expr.ErrorFromValue(nil).Value(); v != nil {
+			t.Fatalf("Value() = %#v, want nil", v)
+		}
+	})
 	t.Run("raised map keeps its keys", func(t *testing.T) {
 		raised := map[string]any{"code": int64(55), "message": "Something went wrong.", "tags": []any{"MyError"}}
 		e := expr.ErrorFromValue(raised)

@@ -42,9 +42,10 @@ type Error struct {
 	// an HttpError. It never holds "message" or "tags".
 	Extra map[string]any
 
-	// raised is the exact value of a `raise:` step, kept because Google hands a
-	// raised string or map to `except: as:` unchanged.
-	raised any
+	// raised is the exact value of a `raise:` step (when isRaised), kept
+	// because Google hands a raised string or map to `except: as:` unchanged.
+	raised   any
+	isRaised bool
 	// cause is a sentinel the error also matches with errors.Is.
 	cause error
 }
@@ -113,7 +114,7 @@ func (e *Error) Map() map[string]any {
 // Value is what `except: as:` binds: the raised value unchanged for an error
 // from a `raise:` step (a string stays a string), the error map otherwise.
 func (e *Error) Value() any {
-	if e.raised != nil {
+	if e.isRaised {
 		return e.raised
 	}
 	return e.Map()
@@ -125,7 +126,7 @@ func (e *Error) Value() any {
 // Message and Tags so that retry predicates and HasTag see them; Value returns
 // the raised value itself.
 func ErrorFromValue(v any) *Error {
-	e := &Error{raised: v}
+	e := &Error{raised: v, isRaised: true}
 	switch x := v.(type) {
 	case string:
 		e.Message = x
