@@ -48,7 +48,7 @@ func (ev *evaluator) eval(n node) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return index(x, idx)
+		return Index(x, idx)
 	case *callNode:
 		return ev.call(n)
 	case *unaryNode:
@@ -158,10 +158,12 @@ func member(x any, name string) (any, error) {
 	return v, nil
 }
 
-// index is `x[i]`: an integer index into a list (0-based, no negative indexes:
-// undocumented, and Python-style wrap-around would hide off-by-one bugs), or a
-// string key into a map.
-func index(x, i any) (any, error) {
+// Index is `x[i]` with Google's errors: an integer index into a list (0-based;
+// negative indexes are an IndexError, as wrap-around is undocumented and would
+// hide off-by-one bugs), or a string key into a map (KeyError when absent).
+// The engine uses it for assignment targets such as `l[i]: v` so that both
+// paths fail with the same messages.
+func Index(x, i any) (any, error) {
 	switch c := x.(type) {
 	case []any:
 		n, ok := i.(int64)

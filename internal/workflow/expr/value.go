@@ -258,8 +258,9 @@ func FormatDouble(f float64) string {
 	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
-// deepCopy copies lists and maps so that functions returning "a copy" (map.merge,
-// list.concat…) never alias their arguments; scalars are immutable.
+// deepCopy copies lists, maps and bytes, so that values the registry holds
+// (constants, parameter defaults) cannot be changed through what a caller got;
+// other values are immutable.
 func deepCopy(v any) any {
 	switch x := v.(type) {
 	case []any:
