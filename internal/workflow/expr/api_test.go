@@ -3,6 +3,7 @@ package expr_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -320,4 +321,31 @@ func TestValues(t *testing.T) {
 			t.Fatalf("DecodeJSON(EncodeJSON(v)) = %#v, %v", back, err)
 		}
 	})
+}
+
+// TestConcurrentEval evaluates one parsed expression from many goroutines, as
+// parallel branches do (run with -race).
+func TestConcurrentEval(t *testing.T) {
+	e, err := expr.Parse(`map.get(m, ["b", "c"]) + string(len(l)) + text.to_upper(s)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := expr.NewEnv(testVars(), testLib(t))
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 100 {
+				if v, err := e.Eval(context.Background(), env); err != nil || v != "deep4HELLO" {
+					errs <- fmt.Errorf("Eval = %v, %v", v, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
