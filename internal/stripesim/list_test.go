@@ -219,6 +219,25 @@ func TestEventsList(t *testing.T) {
 	if got := collect(&stripe.EventListParams{Type: stripe.String(eventPISucceeded)}); len(got) != 1 || got[0] != eventPISucceeded+":"+ok2.ID {
 		t.Fatalf("after 30 days: want only the newest, got %v", got)
 	}
+	// Retrieve follows the same window.
+	var newest, oldest string
+	for ev, err := range s.client.V1Events.List(ctx, &stripe.EventListParams{Type: stripe.String(eventPISucceeded)}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		newest = ev.ID
+	}
+	for _, rec := range s.srv.st.events {
+		if rec.Event.Type == "payment_intent.created" && rec.Event.Created == ok1.Created {
+			oldest = rec.Event.ID
+		}
+	}
+	if ev, err := s.client.V1Events.Retrieve(ctx, newest, nil); err != nil || ev.ID != newest {
+		t.Fatalf("retrieve in window: %v", err)
+	}
+	if _, err := s.client.V1Events.Retrieve(ctx, oldest, nil); stripeErr(t, err).HTTPStatusCode != 404 {
+		t.Fatal("retrieve past 30 days: want 404")
+	}
 	p := &stripe.EventListParams{Type: stripe.String("x"), Types: stripe.StringSlice([]string{"y"})}
 	for _, err := range s.client.V1Events.List(ctx, p) {
 		if se := stripeErr(t, err); se.HTTPStatusCode != 400 {

@@ -2,6 +2,7 @@ package stripesim
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stripe/stripe-go/v82"
@@ -186,5 +187,75 @@ func TestPaymentIntentSemanticErrors(t *testing.T) {
 	}
 	if n := len(s.ledger()); n != 0 {
 		t.Fatalf("ledger: want empty, got %d", n)
+	}
+}
+
+func TestCustomerCreateWithPaymentMethod(t *testing.T) {
+	s := newSim(t)
+	ctx := context.Background()
+	c, err := s.client.V1Customers.Create(ctx, &stripe.CustomerCreateParams{
+		PaymentMethod:   stripe.String("pm_card_visa"),
+		InvoiceSettings: &stripe.CustomerCreateInvoiceSettingsParams{DefaultPaymentMethod: stripe.String("pm_card_visa")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := c.InvoiceSettings.DefaultPaymentMethod
+	if def == nil || !strings.HasPrefix(def.ID, "pm_") || def.ID == "pm_card_visa" {
+		t.Fatalf("default payment method: %+v", def)
+	}
+	pm, err := s.client.V1PaymentMethods.Retrieve(ctx, def.ID, nil)
+	if err != nil || pm.Customer == nil || pm.Customer.ID != c.ID {
+		t.Fatalf("saved card: %+v %v", pm, err)
+	}
+	if _, err := s.charge(c.ID, def.ID, "k", 1000); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = s.client.V1Customers.Create(ctx, &stripe.CustomerCreateParams{PaymentMethod: stripe.String("pm_card_visa_chargeDeclined")})
+	if se := stripeErr(t, err); se.HTTPStatusCode != 402 {
+		t.Fatalf("declined card on create: got %d", se.HTTPStatusCode)
+	}
+	_, err = s.client.V1Customers.Create(ctx, &stripe.CustomerCreateParams{
+		InvoiceSettings: &stripe.CustomerCreateInvoiceSettingsParams{DefaultPaymentMethod: stripe.String(def.ID)},
+	})
+	if se := stripeErr(t, err); se.HTTPStatusCode != 400 || se.Param != "invoice_settings[default_payment_method]" {
+		t.Fatalf("default not attached: got %d %s", se.HTTPStatusCode, se.Param)
+	}
+	if n := len(s.srv.st.customers); n != 1 {
+		t.Fatalf("refused creates made customers: %d", n)
+	}
+	_, err = s.client.V1PaymentMethods.Retrieve(ctx, "pm_missing", nil)
+	if se := stripeErr(t, err); se.HTTPStatusCode != 404 {
+		t.Fatalf("missing payment method: got %d", se.HTTPStatusCode)
+	}
+}
+
+func TestCustomerUpdate(t *testing.T) {
+	s := newSim(t)
+	ctx := context.Background()
+	cp := &stripe.CustomerCreateParams{Name: stripe.String("Ada")}
+	cp.AddMetadata("keep", "1")
+	cp.AddMetadata("drop", "1")
+	c, _ := s.client.V1Customers.Create(ctx, cp)
+	up := &stripe.CustomerUpdateParams{Description: stripe.String("vip")}
+	up.AddMetadata("drop", "") // Stripe's rule: an empty value deletes the key
+	up.AddMetadata("new", "2")
+	got, err := s.client.V1Customers.Update(ctx, c.ID, up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "Ada" || got.Description != "vip" || len(got.Metadata) != 2 || got.Metadata["keep"] != "1" || got.Metadata["new"] != "2" {
+		t.Fatalf("update: %+v", got)
+	}
+	_, err = s.client.V1Customers.Update(ctx, c.ID, &stripe.CustomerUpdateParams{
+		InvoiceSettings: &stripe.CustomerUpdateInvoiceSettingsParams{DefaultPaymentMethod: stripe.String("pm_missing")},
+	})
+	if se := stripeErr(t, err); se.HTTPStatusCode != 400 {
+		t.Fatalf("unattached default: got %d", se.HTTPStatusCode)
+	}
+	_, err = s.client.V1Customers.Update(ctx, "cus_missing", up)
+	if se := stripeErr(t, err); se.HTTPStatusCode != 404 {
+		t.Fatalf("missing customer: got %d", se.HTTPStatusCode)
 	}
 }

@@ -150,3 +150,37 @@ func TestDataDirIsLocked(t *testing.T) {
 	}
 	second.Close()
 }
+
+// TestCloseDuringSlowCommit: a simulator stopped mid-commit (like a crash)
+// commits nothing, answers nothing, and leaves the key free.
+func TestCloseDuringSlowCommit(t *testing.T) {
+	s := newSim(t)
+	cust, pm := s.customer("pm_card_visa")
+	s.setFaults("slow-commit=1:5s")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.charge(cust, pm, "k", 1000)
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	s.srv.Close()
+	if err := <-errc; err == nil {
+		t.Fatal("want the request to fail, not an empty answer")
+	}
+	if len(s.ledger()) != 0 || s.srv.st.idem["k"] != nil || len(s.srv.inflight) != 0 {
+		t.Fatalf("closed mid-commit left state: ledger %d, key stored %v, in flight %d", len(s.ledger()), s.srv.st.idem["k"] != nil, len(s.srv.inflight))
+	}
+}
+
+func TestPruneIdempotency(t *testing.T) {
+	now := time.Date(2026, 10, 2, 0, 0, 0, 0, time.UTC)
+	st := newState()
+	st.apply(&batch{Idem: []idemRecord{
+		{Key: "old", CreatedAt: now.Add(-idempotencyTTL)},
+		{Key: "young", CreatedAt: now.Add(-idempotencyTTL + time.Second)},
+	}})
+	st.pruneIdempotency(now)
+	if _, ok := st.idem["old"]; ok || st.idem["young"] == nil {
+		t.Fatalf("prune kept %v", st.idem)
+	}
+}

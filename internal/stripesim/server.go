@@ -361,7 +361,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Idempotency-Key", c.idemKey)
 	}
 	if dec.latency > 0 && !s.sleep(r.Context(), dec.latency) {
-		rec.Status = 499 // the caller gave up while we were slow
+		rec.Status = 499 // the caller left, or Close: answer nothing
+		dropConnection(w)
 		return
 	}
 	if s.frontDoor(x, dec, faults.RateLimit) {
@@ -451,8 +452,10 @@ func (s *Server) execute(x *exchange, rt *route, fingerprint string, dec decisio
 			x.rec.Fault = faultSlowCommit
 			// The commit goes on even if the caller gives up.
 			if !s.sleep(context.Background(), slowDelay) {
+				// Closed mid-commit: nothing happened, as in a crash.
 				s.endIdempotent(x.c.idemKey)
-				return // closed mid-commit: nothing happened
+				dropConnection(x.w)
+				return
 			}
 		}
 		if dec.err500After {

@@ -200,3 +200,29 @@ func TestF13_WebhooksOutOfOrder(t *testing.T) {
 		t.Fatalf("same seed, different order: %v vs %v", a, b)
 	}
 }
+
+func TestRunWebhooksDeliversInTheBackground(t *testing.T) {
+	rc := &receiver{}
+	s := newWebhookSim(t, rc)
+	cust, pm := s.customer("pm_card_visa")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.srv.RunWebhooks(ctx, 5*time.Millisecond)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	if _, err := s.charge(cust, pm, "k", 1000); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for len(rc.received()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := rc.received(); len(got) != 1 || got[0].Type != eventPISucceeded {
+		t.Fatalf("background delivery: got %d events", len(got))
+	}
+}
