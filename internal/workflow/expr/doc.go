@@ -19,7 +19,8 @@
 //     string literals; a trailing comma is a syntax error (parser).
 //   - Precedence follows Google's table literally, so `not` binds tighter than
 //     comparisons: write `not (k in m)` (binaryPrec).
-//   - `and`/`or` short-circuit; both operands must be booleans (logical).
+//   - `and`/`or` short-circuit (Google's samples guard `"k" in m and m.k …`
+//     with it); both operands must be booleans (logical).
 //   - `==`/`!=` compare any two values (unrelated types are unequal); `<` etc.
 //     order numbers, strings and booleans and raise TypeError otherwise
 //     (Equal, compare).

@@ -216,8 +216,9 @@ func (ev *evaluator) binary(n *binaryNode) (any, error) {
 	return binaryOp(n.op, l, r)
 }
 
-// logical evaluates and/or with short-circuit (undocumented; it lets the common
-// `"k" in m and m.k > 0` guard work). Both operands must be booleans.
+// logical evaluates and/or with short-circuit: undocumented, but Google's
+// samples guard a field read with `"k" in m and m.k != ""`, which only works
+// short-circuited. Both operands must be booleans.
 func (ev *evaluator) logical(n *binaryNode, l any) (any, error) {
 	lb, ok := l.(bool)
 	if !ok {
