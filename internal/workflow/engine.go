@@ -22,7 +22,8 @@ type Options struct {
 	// Default: RealClock.
 	Clock Clock
 	// HTTPClient makes the http.* calls. Per-call timeouts come from the
-	// workflow (default 300 s). Default: a new client with no overall timeout.
+	// workflow (default 300 s). Default: a client with no overall timeout
+	// that keeps enough idle connections per host for a parallel step.
 	HTTPClient *http.Client
 	// Logger receives sys.log records (and nothing else). Default: slog.Default().
 	Logger *slog.Logger
@@ -64,7 +65,9 @@ func NewEngine(opts Options) *Engine {
 		opts.Clock = RealClock{}
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 2 * MaxConcurrency
+		opts.HTTPClient = &http.Client{Transport: t}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -3,7 +3,9 @@ package workflow
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -551,11 +553,11 @@ func (fr *frame) parallel(ctx context.Context, p *Parallel, sc *scope) error {
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		failed  []any
+		failed  = map[int]any{} // by job index
 		fatalEr error
 		sem     = make(chan struct{}, limit)
 	)
-	for _, j := range jobs {
+	for i, j := range jobs {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
@@ -574,7 +576,7 @@ func (fr *frame) parallel(ctx context.Context, p *Parallel, sc *scope) error {
 				return
 			}
 			if len(failed) < MaxUnhandledBranchErr {
-				failed = append(failed, map[string]any{"id": j.id, "error": errorValue(err)})
+				failed[i] = map[string]any{"id": j.id, "error": errorValue(err)}
 			}
 		}()
 	}
@@ -585,8 +587,12 @@ func (fr *frame) parallel(ctx context.Context, p *Parallel, sc *scope) error {
 	if len(failed) == 0 {
 		return nil
 	}
+	branches := make([]any, 0, len(failed))
+	for _, i := range slices.Sorted(maps.Keys(failed)) {
+		branches = append(branches, failed[i])
+	}
 	e := expr.NewError(expr.TagUnhandledBranchError, "%s", unhandledBranchMessage)
-	e.Extra = map[string]any{"branches": failed}
+	e.Extra = map[string]any{"branches": branches}
 	return e
 }
 

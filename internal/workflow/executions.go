@@ -255,8 +255,8 @@ func (s *Executions) finish(r *run, res any, err error) {
 	r.mu.Unlock()
 	r.hist.close()
 	s.save(r)
-	close(r.done)
 	s.emit(Event{Execution: r.rec.ID, Time: end, State: state})
+	close(r.done)
 }
 
 func (s *Executions) emit(ev Event) {

@@ -160,3 +160,19 @@ func TestExecutionsStartErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestRunArgumentLimit(t *testing.T) {
+	w, err := Load("arg.yaml", []byte("main:\n  params: [a]\n  steps:\n    - r:\n        return: ${len(a)}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := NewEngine(Options{Clock: NewManualClock(epoch)})
+	if res, err := eng.Run(context.Background(), w, string(make([]byte, 1000))); err != nil || res != int64(1000) {
+		t.Fatalf("small argument: %v, %v", res, err)
+	}
+	_, err = eng.Run(context.Background(), w, string(make([]byte, MaxArgumentBytes)))
+	var re *RunError
+	if !errors.As(err, &re) || !re.Err.HasTag("ResourceLimitError") {
+		t.Fatalf("argument over 32 KB: %v, want ResourceLimitError", err)
+	}
+}
