@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"billrun.dev/billrun/internal/workflow/expr"
 )
@@ -346,6 +349,62 @@ func TestConcurrentEval(t *testing.T) {
 	for range 8 {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+func TestDefaultStdlib(t *testing.T) {
+	lib := expr.NewStdlib(expr.StdlibOptions{})
+	env := expr.NewEnv(nil, lib)
+	eval := func(src string) any {
+		t.Helper()
+		e, err := expr.Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := e.Eval(context.Background(), env)
+		if err != nil {
+			t.Fatalf("Eval(%q): %v", src, err)
+		}
+		return v
+	}
+	u1, u2 := eval("uuid.generate()").(string), eval("uuid.generate()").(string)
+	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(u1) || u1 == u2 {
+		t.Fatalf("uuid.generate() = %q, %q: want distinct version 4 UUIDs", u1, u2)
+	}
+	if now := eval("sys.now()").(float64); math.Abs(now-float64(time.Now().UnixNano())/1e9) > 5 {
+		t.Fatalf("sys.now() = %v, far from the real clock", now)
+	}
+	if v := eval(`sys.get_env("GOOGLE_CLOUD_PROJECT_ID")`); v != nil {
+		t.Fatalf("sys.get_env without an environment = %#v, want null", v)
+	}
+}
+
+func TestMessages(t *testing.T) {
+	deep := strings.Repeat("(", 150) + "1" + strings.Repeat(")", 150)
+	_, err := expr.Parse(deep)
+	var se *expr.SyntaxError
+	if !errors.As(err, &se) || se.Error() != "syntax error at offset 100: expression nested too deeply" {
+		t.Fatalf("Parse(150 parentheses) = %v", err)
+	}
+	e, _ := expr.Parse("nope()")
+	err = e.Check(testLib(t))
+	var ce *expr.CheckError
+	if !errors.As(err, &ce) || ce.Error() != "offset 0: nope: unknown function" {
+		t.Fatalf("Check = %v", err)
+	}
+	if got := expr.RecursionError("call depth %d", 21).Error(); got != "RecursionError: call depth 21" {
+		t.Fatalf("RecursionError = %q", got)
+	}
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{[]any{int64(1), "a", 2.5}, `[1,"a",2.5]`}, {map[string]any{"b": nil, "a": true}, `{"a":true,"b":null}`},
+		{nil, "null"}, {[]byte("raw"), "raw"}, {expr.FuncRef{Name: "retry.always"}, "retry.always"},
+	} {
+		if got := expr.Display(tc.v); got != tc.want {
+			t.Errorf("Display(%#v) = %q, want %q", tc.v, got, tc.want)
 		}
 	}
 }
