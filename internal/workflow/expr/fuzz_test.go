@@ -38,19 +38,26 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// FuzzEval evaluates whatever parses against the test environment: it may
-// fail, but only with an error, never a panic or a non-Workflows value.
+// FuzzEval evaluates whatever parses against the test environment plus a
+// variable j decoded from the second input: it may fail, but only with an
+// error, never a panic or a non-Workflows value.
 func FuzzEval(f *testing.F) {
 	for _, s := range fuzzSeeds {
-		f.Add(s)
+		f.Add(s, `{"a": [1, 2.5, "x", null, true, {"b": {}}]}`)
 	}
+	f.Add(`j.a[1] * 2 + len(keys(j))`, `{"a": [0, 3]}`)
+	f.Add(`text.split(j, ",")`, `"a,,b"`)
 	lib := testLib(f)
-	f.Fuzz(func(t *testing.T, src string) {
+	f.Fuzz(func(t *testing.T, src, doc string) {
 		e, err := expr.Parse(src)
 		if err != nil {
 			return
 		}
-		v, err := e.Eval(context.Background(), expr.NewEnv(testVars(), lib))
+		vars := testVars()
+		if j, err := expr.DecodeJSON([]byte(doc)); err == nil {
+			vars["j"] = j
+		}
+		v, err := e.Eval(context.Background(), expr.NewEnv(vars, lib))
 		if err == nil && expr.TypeName(v) == "" {
 			t.Fatalf("Eval(%q) = %#v, not a Workflows value", src, v)
 		}
