@@ -112,3 +112,70 @@ func TestParallelForMemoryFlat(t *testing.T) {
 	}
 	t.Logf("heap at 2,000 calls: %d B, at 9,000: %d B", heaps[2000], heaps[9000])
 }
+
+// TestParallelConcurrencyLimit checks that iterations really run
+// concurrently, up to concurrency_limit and never more: each request waits
+// until `limit` requests are in flight (or a second has passed).
+func TestParallelConcurrencyLimit(t *testing.T) {
+	tests := []struct {
+		name  string
+		limit int64
+		src   string
+	}{
+		{"limit 5", 5, "concurrency_limit: 5"},
+		{"default 20", DefaultConcurrencyLimit, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var (
+				mu       sync.Mutex
+				inFlight int64
+				peak     int64
+				reached  = make(chan struct{})
+				once     sync.Once
+			)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				inFlight++
+				peak = max(peak, inFlight)
+				if inFlight == tt.limit {
+					once.Do(func() { close(reached) })
+				}
+				mu.Unlock()
+				select {
+				case <-reached:
+				case <-time.After(time.Second):
+				}
+				mu.Lock()
+				inFlight--
+				mu.Unlock()
+				io.WriteString(w, "ok")
+			}))
+			defer srv.Close()
+			src := `
+- fan_out:
+    parallel:
+      ` + tt.src + `
+      for:
+        value: i
+        range: [1, 60]
+        steps:
+          - get:
+              call: http.get
+              args:
+                url: ${sys.get_env("URL")}
+`
+			w, err := Load("limit.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			eng := NewEngine(Options{Env: map[string]string{"URL": srv.URL}})
+			if _, err := eng.Run(context.Background(), w, nil); err != nil {
+				t.Fatal(err)
+			}
+			if peak != tt.limit {
+				t.Errorf("peak concurrency %d, want %d", peak, tt.limit)
+			}
+		})
+	}
+}

@@ -1,8 +1,10 @@
 package workflow
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -88,5 +90,8 @@ func (d *diag) err() error {
 	if len(d.errs) == 0 {
 		return nil
 	}
+	slices.SortStableFunc(d.errs, func(a, b *Error) int {
+		return cmp.Or(cmp.Compare(a.Pos.Line, b.Pos.Line), cmp.Compare(a.Pos.Col, b.Pos.Col))
+	})
 	return d.errs
 }

@@ -550,6 +550,9 @@ func (fr *frame) parallel(ctx context.Context, p *Parallel, sc *scope) error {
 	}
 	bf := *fr
 	bf.pdepth++
+	// A fatal error (a resource limit, cancellation) stops the other branches.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -572,6 +575,7 @@ func (fr *frame) parallel(ctx context.Context, p *Parallel, sc *scope) error {
 			if isFatal(err) {
 				if fatalEr == nil {
 					fatalEr = err
+					stop()
 				}
 				return
 			}

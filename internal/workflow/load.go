@@ -35,9 +35,7 @@ func Load(file string, src []byte) (*Workflow, error) {
 	}
 	l := &loader{d: d}
 	w := &Workflow{Name: name, Routines: l.program(resolveAlias(doc.Content[0])), Source: src}
-	if d.err() == nil {
-		validate(d, w)
-	}
+	validate(d, w)
 	if err := d.err(); err != nil {
 		return nil, err
 	}

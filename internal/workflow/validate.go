@@ -118,8 +118,10 @@ func (v *validator) declareBody(s *Step, b *block) {
 
 // blockOf returns the block declare built for a step list.
 func (v *validator) blockOf(steps []*Step) *block {
-	if b := v.blocks[steps[0]]; b != nil {
-		return b
+	if len(steps) > 0 {
+		if b := v.blocks[steps[0]]; b != nil {
+			return b
+		}
 	}
 	return &block{}
 }
