@@ -16,11 +16,12 @@ const ConnectorRun = "googleapis.workflowexecutions.v1.projects.locations.workfl
 
 func isConnector(name string) bool { return strings.HasPrefix(name, "googleapis.") }
 
-// Severities of sys.log [D], and the slog level each maps to.
+// Severities of sys.log [D], and the standard slog level each maps to (the
+// record's severity attribute keeps Google's name).
 var severities = map[string]slog.Level{
 	"DEFAULT": slog.LevelInfo, "DEBUG": slog.LevelDebug, "INFO": slog.LevelInfo,
-	"NOTICE": slog.LevelInfo + 2, "WARNING": slog.LevelWarn, "ERROR": slog.LevelError,
-	"CRITICAL": slog.LevelError + 2, "ALERT": slog.LevelError + 3, "EMERGENCY": slog.LevelError + 4,
+	"NOTICE": slog.LevelInfo, "WARNING": slog.LevelWarn, "ERROR": slog.LevelError,
+	"CRITICAL": slog.LevelError, "ALERT": slog.LevelError, "EMERGENCY": slog.LevelError,
 }
 
 // maxSleep is sys.sleep's documented maximum: one year.
