@@ -36,8 +36,9 @@ type Options struct {
 	// googleapis.workflowexecutions.v1…executions.run connector. Nil: the
 	// connector raises an OperationError.
 	Children ChildRunner
-	// UUID generates uuid.generate values and execution ids. Default:
-	// crypto/rand version 4 UUIDs.
+	// UUID generates uuid.generate values and Engine.Execute's default
+	// execution id (Executions always draws random ids). Default: crypto/rand
+	// version 4 UUIDs.
 	UUID func() (string, error)
 }
 

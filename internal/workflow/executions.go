@@ -44,19 +44,21 @@ const interruptedPayload = `{"message":"the local engine stopped while this exec
 // Execution is the record of one execution: what the Executions API returns
 // and what the data directory keeps.
 type Execution struct {
-	ID         string            `json:"id"`
-	Workflow   string            `json:"workflow"`
-	Project    string            `json:"project"`
-	Location   string            `json:"location"`
-	State      State             `json:"state"`
-	Argument   string            `json:"argument,omitempty"` // JSON text
-	Result     string            `json:"result,omitempty"`   // JSON text
-	Error      *ExecutionError   `json:"error,omitempty"`
-	Labels     map[string]string `json:"labels,omitempty"`
-	CreateTime time.Time         `json:"createTime"`
-	StartTime  time.Time         `json:"startTime"`
-	EndTime    time.Time         `json:"endTime,omitzero"`
-	Steps      int64             `json:"steps"` // step entries recorded
+	ID       string            `json:"id"`
+	Workflow string            `json:"workflow"`
+	Project  string            `json:"project"`
+	Location string            `json:"location"`
+	State    State             `json:"state"`
+	Argument string            `json:"argument,omitempty"` // JSON text
+	Result   string            `json:"result,omitempty"`   // JSON text
+	Error    *ExecutionError   `json:"error,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	// Parent is the execution whose connector call started this one.
+	Parent     string    `json:"parent,omitempty"`
+	CreateTime time.Time `json:"createTime"`
+	StartTime  time.Time `json:"startTime"`
+	EndTime    time.Time `json:"endTime,omitzero"`
+	Steps      int64     `json:"steps"` // step entries recorded
 }
 
 // Name is the execution's resource name.
@@ -176,6 +178,9 @@ type StartOptions struct {
 	// Env adds user environment variables for this execution only.
 	Env    map[string]string
 	Labels map[string]string
+	// Parent is the id of the execution starting this one (the connector
+	// sets it).
+	Parent string
 }
 
 // Start creates an execution of workflow id with a JSON argument ("" for
@@ -195,14 +200,16 @@ func (s *Executions) Start(workflowID, argument string, opts StartOptions) (*Exe
 	if err != nil {
 		return nil, fmt.Errorf("start execution: %w", err)
 	}
-	id, err := s.engine.opts.UUID()
+	// Execution ids are always random, whatever Options.UUID returns for
+	// uuid.generate (tests often fix it).
+	id, err := newUUID()
 	if err != nil {
 		return nil, fmt.Errorf("start execution: %w", err)
 	}
 	now := s.engine.opts.Clock.Now()
 	r := &run{done: make(chan struct{}), rec: Execution{
 		ID: id, Workflow: workflowID, Project: s.engine.opts.Project, Location: s.engine.opts.Location,
-		State: StateActive, Argument: argument, Labels: opts.Labels, CreateTime: now, StartTime: now,
+		State: StateActive, Argument: argument, Labels: opts.Labels, Parent: opts.Parent, CreateTime: now, StartTime: now,
 	}}
 	if r.hist, err = s.openHistory(&r.rec); err != nil {
 		return nil, err
@@ -366,7 +373,11 @@ func (s *Executions) RunChild(ctx context.Context, workflowID string, argument a
 		}
 		arg = string(b)
 	}
-	x, err := s.Start(workflowID, arg, StartOptions{})
+	var opts StartOptions
+	if fr := frameFrom(ctx); fr != nil {
+		opts.Parent = fr.x.id
+	}
+	x, err := s.Start(workflowID, arg, opts)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, expr.NewError(expr.TagOperationError, "%s: workflow %s not found", ConnectorRun, workflowID)

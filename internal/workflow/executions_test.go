@@ -59,6 +59,11 @@ func TestExecutionsChildConnector(t *testing.T) {
 	if n := len(s.List("child")); n != 3 {
 		t.Errorf("%d child executions, want 3", n)
 	}
+	for _, c := range s.List("child") {
+		if c.Parent != x.ID {
+			t.Errorf("child %s has parent %q, want %s", c.ID, c.Parent, x.ID)
+		}
+	}
 	if n := len(s.List("")); n != 4 {
 		t.Errorf("%d executions, want 4", n)
 	}

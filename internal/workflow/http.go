@@ -29,6 +29,9 @@ var (
 	httpRequestParams              = []string{"method", "url", "headers", "body", "query", "auth", "timeout"}
 )
 
+// userAgent is sent when the workflow sets none, as Google's engine does [E].
+const userAgent = "GoogleCloudWorkflows; (+https://cloud.google.com/workflows/docs)"
+
 // addHTTP registers http.get/post/put/patch/delete/request, the default
 // retry predicates and the default_retry policies.
 func (e *Engine) addHTTP(r *expr.Registry) {
@@ -167,6 +170,9 @@ func (e *Engine) httpRequest(ctx context.Context, req map[string]any) (any, erro
 	hreq, err := http.NewRequestWithContext(rctx, method, u.String(), body)
 	if err != nil {
 		return nil, expr.ValueError("http: %v", err)
+	}
+	if headers.Get("User-Agent") == "" {
+		headers.Set("User-Agent", userAgent)
 	}
 	hreq.Header = headers
 	resp, err := e.opts.HTTPClient.Do(hreq)
