@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"billrun.dev/billrun/internal/workflow"
@@ -164,7 +165,15 @@ func runWorkflowRun(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintln(env.stderr, err)
 		return &exitError{code: 1, err: errors.New("workflow run: invalid workflow")}
 	}
-	svc, err := wf.executions(env, workflow.StaticSource(w))
+	// Child executions (the connector) find their workflow among the files
+	// next to this one.
+	siblings := workflow.DirSource(filepath.Dir(pos[0]))
+	svc, err := wf.executions(env, func(id string) (*workflow.Workflow, error) {
+		if id == w.Name {
+			return w, nil
+		}
+		return siblings(id)
+	})
 	if err != nil {
 		return fmt.Errorf("workflow run: %w", err)
 	}
