@@ -85,9 +85,6 @@ func NewEngine(opts Options) *Engine {
 	return &Engine{opts: opts}
 }
 
-// Clock returns the engine's clock.
-func (e *Engine) Clock() Clock { return e.opts.Clock }
-
 // RunConfig are the settings of one execution.
 type RunConfig struct {
 	// ExecutionID is GOOGLE_CLOUD_WORKFLOW_EXECUTION_ID. Default: a new UUID.

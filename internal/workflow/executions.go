@@ -163,9 +163,6 @@ func NewExecutions(cfg ExecutionsConfig) (*Executions, error) {
 	return s, nil
 }
 
-// Engine returns the engine the service runs executions on.
-func (s *Executions) Engine() *Engine { return s.engine }
-
 // Close cancels the executions still running and waits for them.
 func (s *Executions) Close() error {
 	s.stop()
