@@ -196,7 +196,7 @@ func runWorkflowRun(ctx context.Context, env *cliEnv, args []string) error {
 		if err := printJSON(env.stdout, done.Error.Payload); err != nil {
 			return err
 		}
-		return &exitError{code: 1, err: fmt.Errorf("workflow run: execution %s failed %s", done.ID, done.Error.Context)}
+		return &exitError{code: 1, err: fmt.Errorf("workflow run: execution %s failed: %s", done.ID, strings.ReplaceAll(done.Error.Context, "\n", " "))}
 	}
 	return &exitError{code: 1, err: fmt.Errorf("workflow run: execution %s %s", done.ID, strings.ToLower(string(done.State)))}
 }

@@ -47,7 +47,7 @@ func TestWorkflowCommand(t *testing.T) {
 		{"run result", []string{"workflow", "run", good, "--data", `{"who": "Ada"}`, "--env", "GREETING=hello"}, 0,
 			"[\n  \"Ada\",\n  \"hello\"\n]\n", `msg="hi Ada"`},
 		{"run error map", []string{"workflow", "run", failing}, 1,
-			"{\n  \"message\": \"no\",\n  \"tags\": [\n    \"ValueError\"\n  ]\n}\n", `failed in step "boom"`},
+			"{\n  \"message\": \"no\",\n  \"tags\": [\n    \"ValueError\"\n  ]\n}\n", `failed: no in step "boom"`},
 		{"run invalid", []string{"workflow", "run", bad}, 1, "", "does not exist"},
 		{"run bad env flag", []string{"workflow", "run", good, "--env", "NOEQUALS"}, 2, "", "want K=V"},
 		{"unknown subcommand", []string{"workflow", "deploy"}, 2, "", `unknown subcommand "deploy"`},

@@ -230,6 +230,7 @@ type StackFrame struct {
 	Routine string
 	Step    string
 	Line    int
+	Column  int
 }
 
 func (e *RunError) Error() string {
@@ -241,13 +242,14 @@ func (e *RunError) Error() string {
 
 func (e *RunError) Unwrap() error { return e.Err }
 
-// Context is Google's error.context line for the innermost frame.
+// Context is Google's error.context: the error's message, then where it was
+// raised ("…\nin step "x", routine "main", line: 4" [E]).
 func (e *RunError) Context() string {
 	if len(e.Stack) == 0 {
-		return ""
+		return e.Err.Message
 	}
 	f := e.Stack[0]
-	return fmt.Sprintf("in step %q, routine %q, line: %d", f.Step, f.Routine, f.Line)
+	return fmt.Sprintf("%s\nin step %q, routine %q, line: %d", e.Err.Message, f.Step, f.Routine, f.Line)
 }
 
 // Payload is the error map as Google's error.payload: the JSON of the value

@@ -214,7 +214,7 @@ func locate(err error, routine string, s *Step) error {
 	if !ok {
 		re = &RunError{Err: expr.AsError(err)}
 	}
-	re.Stack = append(re.Stack, StackFrame{Routine: routine, Step: s.Name, Line: s.Pos.Line})
+	re.Stack = append(re.Stack, StackFrame{Routine: routine, Step: s.Name, Line: s.Pos.Line, Column: s.Pos.Col})
 	return re
 }
 

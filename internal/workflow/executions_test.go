@@ -97,7 +97,7 @@ func TestExecutionsChildConnector(t *testing.T) {
 			failed = c
 		}
 	}
-	if failed == nil || failed.Error.Context != `in step "check", routine "main", line: 9` || failed.Error.Payload != `"negative -1"` {
+	if failed == nil || failed.Error.Context != "negative -1\nin step \"check\", routine \"main\", line: 9" || failed.Error.Payload != `"negative -1"` {
 		t.Fatalf("failed child: %+v", failed.Error)
 	}
 	logs2, err := s2.Logs(failed.ID)

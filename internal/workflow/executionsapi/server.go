@@ -246,7 +246,9 @@ func toPB(x *workflow.Execution, view executionspb.ExecutionView) *executionspb.
 			for _, f := range e.StackTrace {
 				st.Elements = append(st.Elements, &executionspb.Execution_StackTraceElement{
 					Step: f.Step, Routine: f.Routine,
-					Position: &executionspb.Execution_StackTraceElement_Position{Line: int64(f.Line)},
+					Position: &executionspb.Execution_StackTraceElement_Position{
+						Line: int64(f.Line), Column: int64(f.Column), Length: int64(len(f.Step)),
+					},
 				})
 			}
 			out.Error.StackTrace = st

@@ -91,7 +91,8 @@ func TestGoClient(t *testing.T) {
 	f := waitDone(t, c, failed.GetName())
 	if f.GetState() != executionspb.Execution_FAILED ||
 		f.GetError().GetPayload() != `{"message":"empty name","tags":["ValueError"]}` ||
-		f.GetError().GetContext() != `in step "check", routine "main", line: 8` {
+		f.GetError().GetContext() != "empty name\nin step \"check\", routine \"main\", line: 8" ||
+		f.GetError().GetStackTrace().GetElements()[0].GetPosition().GetColumn() != 7 {
 		t.Errorf("failed execution: %v", f)
 	}
 
