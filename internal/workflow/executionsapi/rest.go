@@ -104,7 +104,7 @@ func (s *Server) stepEntries(w http.ResponseWriter, r *http.Request, name string
 	for _, e := range steps[page[0]:page[1]] {
 		entries = append(entries, stepEntryJSON(name, e))
 	}
-	resp := map[string]any{"stepEntries": entries, "totalSize": strconv.Itoa(len(steps))}
+	resp := map[string]any{"stepEntries": entries, "totalSize": len(steps)}
 	if next != "" {
 		resp["nextPageToken"] = next
 	}

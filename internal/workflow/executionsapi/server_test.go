@@ -17,6 +17,7 @@ import (
 	executions "cloud.google.com/go/workflows/executions/apiv1"
 	executionspb "cloud.google.com/go/workflows/executions/apiv1/executionspb"
 	"google.golang.org/api/option"
+	workflowexecutions "google.golang.org/api/workflowexecutions/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -262,5 +263,49 @@ func TestGcloudWorkflowsRun(t *testing.T) {
 	}
 	if x["state"] != "SUCCEEDED" || x["result"] != `"Hello gcloud"` {
 		t.Errorf("gcloud workflows run: %v", x)
+	}
+}
+
+// TestGoRESTClient drives the REST API with Google's discovery-based Go
+// client (google.golang.org/api/workflowexecutions/v1), including step entries.
+func TestGoRESTClient(t *testing.T) {
+	addr, _ := startServer(t)
+	ctx := context.Background()
+	svc, err := workflowexecutions.NewService(ctx, option.WithEndpoint("http://"+addr+"/"), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := svc.Projects.Locations.Workflows.Executions
+	x, err := ex.Create(greetParent, &workflowexecutions.Execution{Argument: `{"name": "REST"}`}).Do()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for x.State == "ACTIVE" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		if x, err = ex.Get(x.Name).Do(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if x.State != "SUCCEEDED" || x.Result != `"Hello REST"` {
+		t.Fatalf("execution %+v", x)
+	}
+	list, err := ex.List(greetParent).Do()
+	if err != nil || len(list.Executions) != 1 || list.Executions[0].Name != x.Name {
+		t.Errorf("list: %+v, %v", list, err)
+	}
+	steps, err := ex.StepEntries.List(x.Name).Do()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range steps.StepEntries {
+		names = append(names, e.Step+":"+e.StepType+":"+e.State)
+	}
+	if got := strings.Join(names, " "); got != "log:STEP_STD_LIB_CALL:STATE_SUCCEEDED check:STEP_SWITCH:STATE_SUCCEEDED greet:STEP_RETURN:STATE_SUCCEEDED" {
+		t.Errorf("step entries: %s", got)
+	}
+	if _, err := ex.Get(greetParent + "/executions/nope").Do(); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("get unknown: %v, want a 404", err)
 	}
 }
