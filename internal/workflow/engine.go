@@ -131,10 +131,9 @@ type execution struct {
 	subs   map[string]*expr.Func
 	events func(Event)
 
-	steps    atomic.Int64
-	mem      atomic.Int64
-	entryID  atomic.Int64
-	assignMu sync.Mutex // makes assignments to shared variables atomic
+	steps   atomic.Int64
+	mem     atomic.Int64
+	entryID atomic.Int64
 }
 
 func (e *Engine) newExecution(w *Workflow, cfg RunConfig) *execution {

@@ -299,12 +299,12 @@ func (fr *frame) assign(ctx context.Context, items []*Assignment, sc *scope) err
 
 // assignOne evaluates and stores one assignment. An assignment to a shared
 // variable from a parallel branch is atomic: evaluation and store happen under
-// the execution's assignment lock ([D] parallel-steps).
+// the owning scope's assignment lock ([D] parallel-steps).
 func (fr *frame) assignOne(ctx context.Context, a *Assignment, sc *scope) error {
 	owner, shared := sc.owner(a.Target.Root)
 	if shared {
-		fr.x.assignMu.Lock()
-		defer fr.x.assignMu.Unlock()
+		owner.assignMu.Lock()
+		defer owner.assignMu.Unlock()
 	}
 	v, err := sc.eval(ctx, a.Value)
 	if err != nil {
@@ -347,8 +347,8 @@ func (fr *frame) setResult(sc *scope, name string, v any) error {
 		owner = sc
 	}
 	if shared {
-		fr.x.assignMu.Lock()
-		defer fr.x.assignMu.Unlock()
+		owner.assignMu.Lock()
+		defer owner.assignMu.Unlock()
 	}
 	return owner.store(name, v)
 }

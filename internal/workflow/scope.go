@@ -19,6 +19,12 @@ type scope struct {
 	// it has a value, and reading it before then is an error.
 	locals map[string]bool
 
+	// assignMu makes assignments to this scope's variables from parallel
+	// branches atomic (evaluation and store together). It is per scope, not
+	// per execution, so that an expression calling a subworkflow while it is
+	// held cannot deadlock: the subworkflow cannot reach this scope.
+	assignMu sync.Mutex
+
 	mu   sync.Mutex
 	vars map[string]any
 	size int64 // bytes these variables count for (expr.SizeOf), included in x.mem
