@@ -163,7 +163,7 @@ func (e *Engine) httpRequest(ctx context.Context, req map[string]any) (any, erro
 		if !ok || typ != "OIDC" && typ != "OAuth2" {
 			return nil, expr.ValueError("http: auth.type must be OIDC or OAuth2")
 		}
-		headers.Set("Authorization", "Bearer "+fakeOIDCToken)
+		headers.Set("Authorization", "Bearer "+FakeOIDCToken)
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

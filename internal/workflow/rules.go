@@ -52,7 +52,9 @@ const (
 	// "operation": the child execution (name, state, error).
 	childFailedMessage = "Execution failed or cancelled."
 
-	// fakeOIDCToken is the bearer token sent for `auth: {type: OIDC|OAuth2}`
-	// locally: recognisably fake, never a real credential.
-	fakeOIDCToken = "billrun-local-fake-oidc-token"
 )
+
+// FakeOIDCToken is the bearer token the local engine sends for `auth: {type:
+// OIDC|OAuth2}`: recognisably fake, never a real credential. Local function
+// servers may accept exactly this token.
+const FakeOIDCToken = "billrun-local-fake-oidc-token"
