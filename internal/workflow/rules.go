@@ -51,7 +51,6 @@ const (
 	// raises when a child execution fails or is cancelled; the map also carries
 	// "operation": the child execution (name, state, error).
 	childFailedMessage = "Execution failed or cancelled."
-
 )
 
 // FakeOIDCToken is the bearer token the local engine sends for `auth: {type:
