@@ -36,11 +36,11 @@ const (
 	allowReturnInParallel = false
 
 	// Jumps: `next: X` may target a step of the same block or of an enclosing
-	// block inside the same for body, parallel branch/iteration, except block or
-	// routine; it may never enter a nested block or leave a for body, a parallel
-	// body or a routine. Leaving an except block or a try block is allowed
-	// (Google's error-catch sample jumps from an except block to a later step).
-	// See jumpScope in validate.go.
+	// block (nested steps, switch and try bodies, except blocks), but never
+	// enter a nested block, nor leave a for body, a parallel branch or
+	// iteration, or a routine. Leaving an except block is allowed: Google's
+	// error-catch sample jumps from one to a later step of main. See
+	// validator.next in validate.go.
 
 	// unhandledBranchMessage is the message of the UnhandledBranchError raised by
 	// a parallel step; the error map also carries "branches": a list of
