@@ -114,7 +114,7 @@ func (x *execution) call(ctx context.Context, r *Routine, args []any, named map[
 func (x *execution) subworkflowFunc(r *Routine) *expr.Func {
 	params := make([]expr.Param, len(r.Params))
 	for i, p := range r.Params {
-		params[i] = expr.Param{Name: p.Name, Optional: p.Default != nil}
+		params[i] = expr.Param{Name: p.Name, Optional: p.Default != nil, Default: omitted{}}
 	}
 	return &expr.Func{Name: r.Name, Params: params, Call: func(ctx context.Context, args []any) (any, error) {
 		fr := frameFrom(ctx)
@@ -122,15 +122,18 @@ func (x *execution) subworkflowFunc(r *Routine) *expr.Func {
 		if fr != nil {
 			depth, pdepth = fr.depth, fr.pdepth
 		}
-		// Bind fills omitted optional parameters with nil; drop those so the
-		// routine's own defaults apply.
+		// Drop the omitted trailing arguments so that the routine's own
+		// defaults (expressions evaluated in its scope) apply.
 		n := len(args)
-		for n > 0 && args[n-1] == nil && r.Params[n-1].Default != nil {
+		for n > 0 && args[n-1] == (omitted{}) {
 			n--
 		}
 		return x.call(ctx, r, args[:n], nil, depth, pdepth)
 	}}
 }
+
+// omitted marks an optional subworkflow argument the caller left out.
+type omitted struct{}
 
 type frameKey struct{}
 
