@@ -19,8 +19,9 @@ import (
 
 // Defaults of billrun workflow.
 const (
-	defaultWorkflowAddr = "127.0.0.1:8091"
-	defaultWorkflowDir  = "workflows"
+	defaultWorkflowAddr    = "127.0.0.1:8091"
+	defaultWorkflowDir     = "workflows"
+	defaultWorkflowDataDir = ".billrun/workflows"
 )
 
 func workflowCommand() command {
@@ -108,7 +109,7 @@ type workflowFlags struct {
 func (f *workflowFlags) register(fs *flag.FlagSet) {
 	f.env = envFlag{}
 	fs.Var(f.env, "env", "user environment variable `K=V` for sys.get_env (repeatable)")
-	fs.StringVar(&f.dataDir, "data-dir", "", "directory keeping executions, step history and logs; \"\" keeps them in memory")
+	fs.StringVar(&f.dataDir, "data-dir", defaultWorkflowDataDir, "directory keeping executions, step history and logs; \"\" keeps them in memory")
 }
 
 // executions builds the Executions service both subcommands use; sys.log

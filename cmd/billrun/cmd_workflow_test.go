@@ -44,16 +44,17 @@ func TestWorkflowCommand(t *testing.T) {
 		{"validate ok", []string{"workflow", "validate", good}, 0, good + ": ok\n", ""},
 		{"validate invalid", []string{"workflow", "validate", good, bad}, 1, good + ": ok\n",
 			bad + `:2:11: next: step "nowhere" does not exist in main`},
-		{"run result", []string{"workflow", "run", good, "--data", `{"who": "Ada"}`, "--env", "GREETING=hello"}, 0,
+		{"run result", []string{"workflow", "run", good, "--data", `{"who": "Ada"}`, "--env", "GREETING=hello", "--data-dir", dir}, 0,
 			"[\n  \"Ada\",\n  \"hello\"\n]\n", `msg="hi Ada"`},
-		{"run error map", []string{"workflow", "run", failing}, 1,
+		{"run error map", []string{"workflow", "run", failing, "--data-dir", ""}, 1,
 			"{\n  \"message\": \"no\",\n  \"tags\": [\n    \"ValueError\"\n  ]\n}\n", `failed: no in step "boom"`},
-		{"run invalid", []string{"workflow", "run", bad}, 1, "", "does not exist"},
-		{"run bad env flag", []string{"workflow", "run", good, "--env", "NOEQUALS"}, 2, "", "want K=V"},
+		{"run invalid", []string{"workflow", "run", bad, "--data-dir", dir}, 1, "", "does not exist"},
+		{"run bad env flag", []string{"workflow", "run", good, "--env", "NOEQUALS", "--data-dir", dir}, 2, "", "want K=V"},
 		{"unknown subcommand", []string{"workflow", "deploy"}, 2, "", `unknown subcommand "deploy"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Chdir(t.TempDir()) // nothing may land in the package directory
 			var stdout, stderr bytes.Buffer
 			env := &cliEnv{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" }}
 			code := exitCode(env, realMain(context.Background(), env, tt.args))
@@ -67,5 +68,10 @@ func TestWorkflowCommand(t *testing.T) {
 				t.Errorf("stderr %q does not contain %q", stderr.String(), tt.wantStderr)
 			}
 		})
+	}
+	// The successful run was kept in the data directory.
+	kept, _ := filepath.Glob(filepath.Join(dir, "executions", "good", "*", "execution.json"))
+	if len(kept) != 1 {
+		t.Errorf("%d executions kept in %s, want 1", len(kept), dir)
 	}
 }
