@@ -381,7 +381,7 @@ func (s *Executions) RunChild(ctx context.Context, workflowID string, argument a
 	case errors.Is(err, ErrArgumentTooLarge):
 		return nil, expr.NewError(expr.TagResourceLimitError, "%s: %v", ConnectorRun, err)
 	case err != nil:
-		return nil, err
+		return nil, expr.NewError(expr.TagOperationError, "%s: %v", ConnectorRun, err)
 	}
 	done, err := s.Wait(ctx, x.ID)
 	if err != nil {

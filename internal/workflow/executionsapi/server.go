@@ -209,7 +209,7 @@ func grpcError(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, workflow.ErrArgumentTooLarge), errors.Is(err, workflow.ErrBadArgument):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, workflow.ErrNotActive):
+	case errors.Is(err, workflow.ErrNotActive), errors.Is(err, workflow.ErrInvalid):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
