@@ -97,7 +97,8 @@ type Query struct {
 	// lists, maps. As in Firestore, range and != filters may only be on one
 	// field, and a Query using them must order by that field (Aggregate need not).
 	OrderBy string
-	// Desc reverses the order (ties by id are reversed too).
+	// Desc reverses the order (ties by id are reversed too). It needs OrderBy:
+	// Firestore does not scan document ids backwards.
 	Desc bool
 	// StartAfter, when non-nil, is a cursor: the OrderBy value (or document id
 	// when OrderBy is "") after which results start. With OrderBy set, every
@@ -146,7 +147,8 @@ type Tx interface {
 type Backend interface {
 	Reader
 	// Aggregate counts the documents matching q (OrderBy, StartAfter and Limit
-	// are ignored) and sums the given integer fields over them.
+	// are ignored) and sums the given integer fields over them. Count includes
+	// documents lacking a summed field.
 	Aggregate(ctx context.Context, q Query, sumFields ...string) (Aggregate, error)
 	// RunTransaction runs fn in a serialisable transaction and commits it. fn may
 	// be called more than once (on contention), so it must have no side effects

@@ -112,6 +112,9 @@ func (d *DB) Query(ctx context.Context, q store.Query) ([]store.Doc, error) {
 func (d *DB) Aggregate(ctx context.Context, q store.Query, sumFields ...string) (store.Aggregate, error) {
 	const op = "embedded: aggregate"
 	q, err := docmodel.CheckQuery(q, true)
+	if err == nil {
+		err = docmodel.CheckSums(sumFields)
+	}
 	if err != nil {
 		return store.Aggregate{}, fmt.Errorf("%s: %w", op, err)
 	}
@@ -119,7 +122,7 @@ func (d *DB) Aggregate(ctx context.Context, q store.Query, sumFields ...string) 
 	for _, f := range sumFields {
 		agg.Sums[f] = 0
 	}
-	err = scan(ctx, d.db, q.Collection, "", false, func(doc store.Doc) (bool, error) {
+	err = scan(ctx, d.db, q.Collection, "", func(doc store.Doc) (bool, error) {
 		if !docmodel.Matches(doc.Data, q.Filters) {
 			return true, nil
 		}
@@ -180,7 +183,7 @@ func query(ctx context.Context, qr queryer, q store.Query) ([]store.Doc, error) 
 		// Id order is the table's key order: let SQLite apply the cursor and
 		// stop reading as soon as the page is full.
 		after, _ := q.StartAfter.(string)
-		err = scan(ctx, qr, q.Collection, after, q.Desc, func(doc store.Doc) (bool, error) {
+		err = scan(ctx, qr, q.Collection, after, func(doc store.Doc) (bool, error) {
 			if docmodel.Matches(doc.Data, q.Filters) {
 				docs = append(docs, doc)
 			}
@@ -196,7 +199,7 @@ func query(ctx context.Context, qr queryer, q store.Query) ([]store.Doc, error) 
 		key any
 	}
 	var all []keyed
-	err = scan(ctx, qr, q.Collection, "", false, func(doc store.Doc) (bool, error) {
+	err = scan(ctx, qr, q.Collection, "", func(doc store.Doc) (bool, error) {
 		if v, ok := docmodel.Lookup(doc.Data, q.OrderBy); ok && docmodel.Matches(doc.Data, q.Filters) {
 			all = append(all, keyed{doc, v})
 		}
@@ -244,24 +247,11 @@ func compareIDs(a, b string) int {
 	return 0
 }
 
-// scan calls fn on the documents of a collection in id order (descending if
-// desc), starting after the id after if it is not empty, until fn returns false.
-func scan(ctx context.Context, qr queryer, collection, after string, desc bool, fn func(store.Doc) (bool, error)) error {
-	stmt := `SELECT id, data, update_time FROM docs WHERE collection = ?`
-	args := []any{collection}
-	if after != "" {
-		if desc {
-			stmt += ` AND id < ?`
-		} else {
-			stmt += ` AND id > ?`
-		}
-		args = append(args, after)
-	}
-	if desc {
-		stmt += ` ORDER BY id DESC`
-	} else {
-		stmt += ` ORDER BY id`
-	}
+// scan calls fn on the documents of a collection in id order, starting after
+// the id after if it is not empty, until fn returns false.
+func scan(ctx context.Context, qr queryer, collection, after string, fn func(store.Doc) (bool, error)) error {
+	stmt := `SELECT id, data, update_time FROM docs WHERE collection = ? AND id > ? ORDER BY id`
+	args := []any{collection, after}
 	rows, err := qr.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return err

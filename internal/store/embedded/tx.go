@@ -37,9 +37,7 @@ type txn struct {
 	ctx    context.Context
 	sqlTx  *sql.Tx
 	writes []write
-	// err poisons the transaction: an invalid request made inside fn fails
-	// the commit even if fn ignored the error.
-	err error
+	guard  docmodel.Guard
 }
 
 var _ store.Tx = (*txn)(nil)
@@ -64,8 +62,8 @@ func (d *DB) RunTransaction(ctx context.Context, fn func(ctx context.Context, tx
 	if err := fn(ctx, t); err != nil {
 		return err
 	}
-	if t.err != nil {
-		return t.err
+	if err := t.guard.Err(); err != nil {
+		return err
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond).UnixMicro()
 	for _, w := range t.writes {
@@ -95,29 +93,15 @@ func (d *DB) begin(ctx context.Context) (*sql.Tx, error) {
 	return nil, err
 }
 
-func (t *txn) fail(err error) error {
-	if t.err == nil {
-		t.err = err
-	}
-	return err
-}
-
-func (t *txn) checkRead(op string) error {
-	if len(t.writes) > 0 {
-		return t.fail(fmt.Errorf("%s: %w: read after write in a transaction", op, store.ErrInvalid))
-	}
-	return nil
-}
-
 func (t *txn) Get(ctx context.Context, path string) (store.Doc, error) {
-	if err := t.checkRead("embedded: tx get " + path); err != nil {
+	if err := t.guard.Read("embedded: tx get " + path); err != nil {
 		return store.Doc{}, err
 	}
 	return get(ctx, t.sqlTx, path)
 }
 
 func (t *txn) Query(ctx context.Context, q store.Query) ([]store.Doc, error) {
-	if err := t.checkRead("embedded: tx query " + q.Collection); err != nil {
+	if err := t.guard.Read("embedded: tx query " + q.Collection); err != nil {
 		return nil, err
 	}
 	return query(ctx, t.sqlTx, q)
@@ -141,24 +125,24 @@ func (t *txn) Delete(path string) error {
 
 func (t *txn) add(kind writeKind, name, path string, data store.Data) error {
 	op := "embedded: tx " + name + " " + path
-	if len(t.writes) >= store.MaxWrites {
-		return t.fail(fmt.Errorf("%s: %w: more than %d writes in one transaction", op, store.ErrInvalid, store.MaxWrites))
+	if err := t.guard.Write(op); err != nil {
+		return err
 	}
-	coll, id, err := docmodel.SplitDoc(path)
-	if err != nil {
-		return t.fail(fmt.Errorf("%s: %w", op, err))
-	}
-	w := write{kind: kind, path: path, collection: coll, id: id}
-	if kind != writeDelete {
-		norm, err := docmodel.Normalize(data)
-		if err != nil {
-			return t.fail(fmt.Errorf("%s: %w", op, err))
-		}
-		if kind == writeUpdate {
+	w := write{kind: kind, path: path}
+	var err error
+	if kind == writeDelete {
+		w.collection, w.id, err = docmodel.SplitDoc(path)
+	} else {
+		var norm store.Data
+		w.collection, w.id, norm, err = docmodel.CheckWrite(path, data, kind == writeUpdate)
+		if err == nil && kind == writeUpdate {
 			w.fields = norm
-		} else if w.encoded, err = encodeDoc(norm); err != nil {
-			return t.fail(fmt.Errorf("%s: %w", op, err))
+		} else if err == nil {
+			w.encoded, err = encodeDoc(norm)
 		}
+	}
+	if err != nil {
+		return t.guard.Fail(fmt.Errorf("%s: %w", op, err))
 	}
 	t.writes = append(t.writes, w)
 	return nil

@@ -100,8 +100,11 @@ func testRoundTripTypes(t *testing.T, b store.Backend) {
 		{"string empty", "", nil},
 		{"string looking like a tag", "i42", nil},
 		{"bytes", []byte{0, 1, 2, 255}, nil},
+		{"bytes empty", []byte{}, nil},
 		{"time truncated to µs in UTC", at, at.UTC().Truncate(time.Microsecond)},
 		{"list mixed", []any{int64(1), "two", 3.5, nil, true, map[string]any{"k": int64(5)}}, nil},
+		{"list empty", []any{}, nil},
+		{"map empty", map[string]any{}, nil},
 		{"map nested", map[string]any{"a": map[string]any{"b": map[string]any{"c": int64(-7)}}, "d": []any{"x"}}, nil},
 	}
 	for _, tc := range tests {
@@ -328,6 +331,9 @@ func testInvalidRequests(t *testing.T, b store.Backend) {
 		}},
 		{"empty field name", func(ctx context.Context, tx store.Tx) error {
 			return tx.Set("x/y", store.Data{"": int64(1)})
+		}},
+		{"update naming no field", func(ctx context.Context, tx store.Tx) error {
+			return tx.Update("x/y", store.Data{})
 		}},
 		{"struct", func(ctx context.Context, tx store.Tx) error {
 			return tx.Update("x/y", store.Data{"s": struct{}{}})

@@ -385,6 +385,11 @@ func CheckQuery(q store.Query, forAggregate bool) (store.Query, error) {
 	if forAggregate {
 		return q, nil
 	}
+	// The Firestore emulator refuses descending id scans ("Firestore does
+	// not support descending key scans"), so no backend offers them.
+	if q.Desc && q.OrderBy == "" {
+		return q, invalid("descending order needs OrderBy; Firestore does not scan ids backwards")
+	}
 	if ineq != "" && q.OrderBy != ineq {
 		return q, invalid("a range or != filter on %q needs OrderBy %q", ineq, ineq)
 	}
