@@ -112,11 +112,7 @@ func (x *execution) call(ctx context.Context, r *Routine, args []any, named map[
 
 // subworkflowFunc exposes a subworkflow to expressions and retry predicates.
 func (x *execution) subworkflowFunc(r *Routine) *expr.Func {
-	params := make([]expr.Param, len(r.Params))
-	for i, p := range r.Params {
-		params[i] = expr.Param{Name: p.Name, Optional: p.Default != nil, Default: omitted{}}
-	}
-	return &expr.Func{Name: r.Name, Params: params, Call: func(ctx context.Context, args []any) (any, error) {
+	return &expr.Func{Name: r.Name, Params: routineParams(r), Call: func(ctx context.Context, args []any) (any, error) {
 		fr := frameFrom(ctx)
 		depth, pdepth := 0, 0
 		if fr != nil {
@@ -134,6 +130,16 @@ func (x *execution) subworkflowFunc(r *Routine) *expr.Func {
 
 // omitted marks an optional subworkflow argument the caller left out.
 type omitted struct{}
+
+// routineParams describes a routine's parameters to expressions: those with
+// defaults are optional (their defaults are applied by the routine itself).
+func routineParams(r *Routine) []expr.Param {
+	params := make([]expr.Param, len(r.Params))
+	for i, p := range r.Params {
+		params[i] = expr.Param{Name: p.Name, Optional: p.Default != nil, Default: omitted{}}
+	}
+	return params
+}
 
 type frameKey struct{}
 

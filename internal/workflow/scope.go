@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"billrun.dev/billrun/internal/workflow/expr"
@@ -113,65 +114,40 @@ func (s *scope) release() {
 }
 
 // setPath returns a copy of container with path set to v, and the change in
-// size. Map keys must be strings; list indexes integers in range.
+// size. Paths fail as reads do (expr.Index): a missing key is an error except
+// as the last element, which adds the key.
 func setPath(container any, path []any, v any) (any, int64, error) {
 	key := path[0]
+	old, err := expr.Index(container, key)
+	added := false
+	if err != nil {
+		if ee := expr.AsError(err); len(path) > 1 || !ee.HasTag(expr.TagKeyError) {
+			return nil, 0, err
+		}
+		added = true
+	}
+	nv, delta := v, int64(0)
+	switch {
+	case len(path) > 1:
+		if nv, delta, err = setPath(old, path[1:], v); err != nil {
+			return nil, 0, err
+		}
+	case added:
+		delta = int64(expr.SizeOf(v) + expr.SizeOf(key))
+	default:
+		delta = int64(expr.SizeOf(v) - expr.SizeOf(old))
+	}
 	switch c := container.(type) {
 	case map[string]any:
-		k, ok := key.(string)
-		if !ok {
-			return nil, 0, expr.TypeError("map key must be a string, got %s", expr.TypeName(key))
-		}
-		old, had := c[k]
-		var (
-			nv    = v
-			delta int64
-		)
-		if len(path) > 1 {
-			if !had {
-				return nil, 0, expr.KeyError("key not found: %s", k)
-			}
-			var err error
-			if nv, delta, err = setPath(old, path[1:], v); err != nil {
-				return nil, 0, err
-			}
-		} else {
-			delta = int64(expr.SizeOf(v))
-			if had {
-				delta -= int64(expr.SizeOf(old))
-			} else {
-				delta += int64(expr.SizeOf(k))
-			}
-		}
 		out := make(map[string]any, len(c)+1)
-		for kk, vv := range c {
-			out[kk] = vv
+		for k, x := range c {
+			out[k] = x
 		}
-		out[k] = nv
+		out[key.(string)] = nv
 		return out, delta, nil
 	case []any:
-		i, ok := key.(int64)
-		if !ok {
-			return nil, 0, expr.TypeError("list index must be an integer, got %s", expr.TypeName(key))
-		}
-		if i < 0 || i >= int64(len(c)) {
-			return nil, 0, expr.IndexError("list index %d out of range", i)
-		}
-		var (
-			nv    = v
-			delta int64
-		)
-		if len(path) > 1 {
-			var err error
-			if nv, delta, err = setPath(c[i], path[1:], v); err != nil {
-				return nil, 0, err
-			}
-		} else {
-			delta = int64(expr.SizeOf(v) - expr.SizeOf(c[i]))
-		}
-		out := make([]any, len(c))
-		copy(out, c)
-		out[i] = nv
+		out := slices.Clone(c)
+		out[key.(int64)] = nv
 		return out, delta, nil
 	}
 	return nil, 0, expr.TypeError("cannot index %s", expr.TypeName(container))

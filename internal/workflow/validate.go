@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -416,18 +417,35 @@ func (v *validator) expr(e *expr.Expr, p Pos, vs *vscope) {
 		}
 		v.d.errorf(p, "undefined variable %q in ${%s}", root, e)
 	}
-	for _, name := range e.Calls() {
-		if _, ok := v.w.Routines[name]; ok {
-			continue
-		}
-		f, ok := v.cat.Func(name)
-		switch {
-		case !ok:
-			v.d.errorf(p, "unknown function %q in ${%s}", name, e)
-		case f.Blocking:
-			v.d.errorf(p, "%s is a blocking call: use it in a call step, not inside an expression", name)
-		}
+	err := e.Check(funcLookup{v})
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else if err != nil {
+		errs = []error{err}
 	}
+	for _, err := range errs {
+		msg := errors.Unwrap(err).Error()
+		var ee *expr.Error
+		if errors.As(err, &ee) {
+			msg = ee.Message
+		}
+		if errors.Is(err, expr.ErrBlockingCall) {
+			msg += " (use a call step)"
+		}
+		v.d.errorf(p, "in ${%s}: %s", e, msg)
+	}
+}
+
+// funcLookup finds the functions an expression may call: subworkflows (by
+// position) and the library.
+type funcLookup struct{ v *validator }
+
+func (l funcLookup) Func(name string) (*expr.Func, bool) {
+	if r, ok := l.v.w.Routines[name]; ok && name != "main" {
+		return &expr.Func{Name: name, Params: routineParams(r)}, true
+	}
+	return l.v.cat.Func(name)
 }
 
 // knownPath reports whether a prefix of a dotted path names a library constant
