@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -39,6 +40,7 @@ func runStripeSim(ctx context.Context, env *cliEnv, args []string) error {
 	faultSpec := fs.String("faults", "", "faults to inject, e.g. `latency=uniform:5ms:80ms,rate=25,500-after=0.05,drop-after=0.02,slow-commit=0.05:3s,first=1`")
 	seed := fs.Int64("seed", 1, "seed that makes the faults reproducible")
 	searchDelay := fs.Duration("search-delay", 0, "how long a new PaymentIntent stays invisible to search (0: at once)")
+	verbose := fs.Bool("verbose", false, "log every request to stderr")
 	webhookURL := fs.String("webhook-url", "", "endpoint for payment_intent.succeeded/payment_failed events, signed with $"+stripeSimWebhookSecretEnv)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: billrun stripe-sim [--addr HOST:PORT] [--data-dir D] [--faults SPEC] [--seed N]")
@@ -70,10 +72,14 @@ func runStripeSim(ctx context.Context, env *cliEnv, args []string) error {
 		return errUsage
 	}
 
-	sim, err := stripesim.New(stripesim.Config{
+	cfg := stripesim.Config{
 		DataDir: *dataDir, Faults: faults, Seed: *seed, SearchDelay: *searchDelay,
 		WebhookURL: *webhookURL, WebhookSecret: secret,
-	})
+	}
+	if *verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(env.stderr, nil))
+	}
+	sim, err := stripesim.New(cfg)
 	if err != nil {
 		return fmt.Errorf("stripe-sim: %w", err)
 	}
@@ -85,7 +91,16 @@ func runStripeSim(ctx context.Context, env *cliEnv, args []string) error {
 	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
-	go sim.RunWebhooks(ctx, stripeSimWebhookEvery)
+	hooksCtx, stopHooks := context.WithCancel(ctx)
+	hooksDone := make(chan struct{})
+	go func() {
+		defer close(hooksDone)
+		sim.RunWebhooks(hooksCtx, stripeSimWebhookEvery)
+	}()
+	defer func() {
+		stopHooks()
+		<-hooksDone // before sim.Close, so no delivery outlives the state file
+	}()
 
 	where := *dataDir
 	if where == "" {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v82"
+	"github.com/stripe/stripe-go/v82/webhook"
 
 	"billrun.dev/billrun/internal/stripesim"
 )
@@ -35,11 +39,11 @@ func (o *stripeSimOutput) String() string {
 
 // startStripeSim runs billrun stripe-sim on a free port and returns its URL
 // and a stop function that waits for it to exit.
-func startStripeSim(t *testing.T, args ...string) (string, func() error) {
+func startStripeSim(t *testing.T, getenv func(string) string, args ...string) (string, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &stripeSimOutput{}
-	env := &cliEnv{stdout: out, stderr: out, getenv: func(string) string { return "" }}
+	env := &cliEnv{stdout: out, stderr: out, getenv: getenv}
 	done := make(chan error, 1)
 	go func() {
 		done <- realMain(ctx, env, append([]string{"stripe-sim", "--addr", "127.0.0.1:0"}, args...))
@@ -86,12 +90,12 @@ func TestStripeSimCommandKeepsStateAcrossRestarts(t *testing.T) {
 		}
 		return pi
 	}
-	url, stop := startStripeSim(t, "--data-dir", dir, "--seed", "3", "--faults", "latency=1ms")
+	url, stop := startStripeSim(t, noEnv, "--data-dir", dir, "--seed", "3", "--faults", "latency=1ms")
 	first := charge(url)
 	if err := stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	url, stop = startStripeSim(t, "--data-dir", dir)
+	url, stop = startStripeSim(t, noEnv, "--data-dir", dir)
 	again := charge(url)
 	if err := stop(); err != nil {
 		t.Fatalf("stop: %v", err)
@@ -102,6 +106,48 @@ func TestStripeSimCommandKeepsStateAcrossRestarts(t *testing.T) {
 	led, err := stripesim.ReadLedger(dir)
 	if err != nil || len(led) != 1 || led[0].PaymentIntentID != first.ID {
 		t.Fatalf("ledger: %v %+v", err, led)
+	}
+}
+
+func noEnv(string) string { return "" }
+
+func TestStripeSimCommandSendsSignedWebhooks(t *testing.T) {
+	const secret = "whsec_cli_test"
+	got := make(chan stripe.Event, 4)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ev, err := webhook.ConstructEvent(body, r.Header.Get("Stripe-Signature"), secret)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		got <- ev
+	}))
+	defer hook.Close()
+	getenv := func(k string) string {
+		if k == "STRIPE_WEBHOOK_SECRET" {
+			return secret
+		}
+		return ""
+	}
+	url, stop := startStripeSim(t, getenv, "--data-dir", "", "--webhook-url", hook.URL)
+	defer stop()
+	sc := stripe.NewClient("sk_test_cli", stripe.WithBackends(stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+		URL: stripe.String(url), MaxNetworkRetries: stripe.Int64(0), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
+	})))
+	_, err := sc.V1PaymentIntents.Create(context.Background(), &stripe.PaymentIntentCreateParams{
+		Amount: stripe.Int64(1000), Currency: stripe.String("usd"), PaymentMethod: stripe.String("pm_card_visa_chargeDeclined"),
+		Confirm: stripe.Bool(true), OffSession: stripe.Bool(true)})
+	if err == nil {
+		t.Fatal("want a decline")
+	}
+	select {
+	case ev := <-got:
+		if ev.Type != "payment_intent.payment_failed" {
+			t.Fatalf("got %s", ev.Type)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no webhook within 5 s")
 	}
 }
 
