@@ -54,7 +54,10 @@ type Execution struct {
 	Error    *ExecutionError   `json:"error,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
 	// Parent is the execution whose connector call started this one.
-	Parent     string    `json:"parent,omitempty"`
+	Parent string `json:"parent,omitempty"`
+	// LastStep is the step that finished last (the Executions API's
+	// status.currentSteps).
+	LastStep   *StepRef  `json:"lastStep,omitempty"`
 	CreateTime time.Time `json:"createTime"`
 	StartTime  time.Time `json:"startTime"`
 	EndTime    time.Time `json:"endTime,omitzero"`
@@ -64,6 +67,12 @@ type Execution struct {
 // Name is the execution's resource name.
 func (x *Execution) Name() string {
 	return fmt.Sprintf("projects/%s/locations/%s/workflows/%s/executions/%s", x.Project, x.Location, x.Workflow, x.ID)
+}
+
+// StepRef names a step of a routine.
+type StepRef struct {
+	Routine string `json:"routine"`
+	Step    string `json:"step"`
 }
 
 // ExecutionError is Google's error of a failed execution.
@@ -224,6 +233,11 @@ func (s *Executions) Start(workflowID, argument string, opts StartOptions) (*Exe
 		defer cancel()
 		res, err := s.engine.Execute(ctx, w, arg, RunConfig{ExecutionID: id, Env: opts.Env, Events: func(ev Event) {
 			r.hist.add(ev)
+			if ev.Step != nil {
+				r.mu.Lock()
+				r.rec.LastStep = &StepRef{Routine: ev.Step.Routine, Step: ev.Step.Step}
+				r.mu.Unlock()
+			}
 			s.emit(ev)
 		}})
 		s.finish(r, res, err)

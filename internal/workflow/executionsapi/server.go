@@ -238,6 +238,9 @@ func toPB(x *workflow.Execution, view executionspb.ExecutionView) *executionspb.
 	if view == executionspb.ExecutionView_BASIC {
 		return out
 	}
+	if s := x.LastStep; s != nil {
+		out.Status = &executionspb.Execution_Status{CurrentSteps: []*executionspb.Execution_Status_Step{{Routine: s.Routine, Step: s.Step}}}
+	}
 	out.Argument, out.Result, out.Labels = x.Argument, x.Result, x.Labels
 	if e := x.Error; e != nil {
 		out.Error = &executionspb.Execution_Error{Payload: e.Payload, Context: e.Context}

@@ -162,6 +162,9 @@ func TestREST(t *testing.T) {
 	if got["state"] != "SUCCEEDED" || got["result"] != `"Hello Ada"` || got["argument"] != `{"name": "Ada"}` {
 		t.Errorf("get: %v", got)
 	}
+	if st, _ := json.Marshal(got["status"]); string(st) != `{"currentSteps":[{"routine":"main","step":"greet"}]}` {
+		t.Errorf("status %s", st)
+	}
 	var steps struct {
 		StepEntries []map[string]any `json:"stepEntries"`
 	}
