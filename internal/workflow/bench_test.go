@@ -77,6 +77,34 @@ func BenchmarkParallelFor10kHTTP(b *testing.B) {
 	b.ReportMetric(float64(b.N*10000)/time.Since(start).Seconds(), "calls/s")
 }
 
+// BenchmarkParallelFor10kHTTPWithHistory is the same workflow run through
+// the Executions service, which writes every step entry to its data directory.
+func BenchmarkParallelFor10kHTTPWithHistory(b *testing.B) {
+	srv := okServer(b, nil)
+	w, err := Load("bench.yaml", []byte(parallelFor10k))
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc, err := NewExecutions(ExecutionsConfig{
+		Engine:    Options{Env: map[string]string{"URL": srv.URL}, Logger: slog.New(slog.DiscardHandler)},
+		Workflows: StaticSource(w),
+		DataDir:   b.TempDir(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer svc.Close()
+	b.ReportAllocs()
+	start := time.Now()
+	for b.Loop() {
+		x, err := svc.Run(context.Background(), "bench", "", StartOptions{})
+		if err != nil || x.Result != "10000" || x.Steps != stepsPerRun {
+			b.Fatalf("execution %+v, %v", x, err)
+		}
+	}
+	b.ReportMetric(float64(b.N*stepsPerRun)/time.Since(start).Seconds(), "steps/s")
+}
+
 // TestParallelForMemoryFlat checks that the heap does not grow with completed
 // iterations: it is sampled (after a GC) when 2,000 and 9,000 of the 10,000
 // calls have been answered.
