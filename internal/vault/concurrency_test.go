@@ -19,8 +19,10 @@ import (
 // first one slow to commit so that others arrive while it is in flight: one
 // reservation, one payment, and Stripe's answers (409 in use, replays with
 // Idempotent-Replayed) passed through unchanged.
-func TestReplays_OneReservation(t *testing.T) {
-	e := newEnv(t, envOptions{faults: stripesim.Faults{SlowCommit: 1, SlowCommitDelay: 100 * time.Millisecond, FirstAttempts: 1}})
+func TestReplays_OneReservation(t *testing.T) { eachBackend(t, testReplays_OneReservation) }
+
+func testReplays_OneReservation(t *testing.T, be backend) {
+	e := newEnv(t, be, envOptions{faults: stripesim.Faults{SlowCommit: 1, SlowCommitDelay: 100 * time.Millisecond, FirstAttempts: 1}})
 	ctx := t.Context()
 	id := e.customers(1)[0]
 	keys, err := e.issuer.IssuePage(ctx, period, []vault.IssueRequest{{Customer: id, Currency: "usd", Amount: 2500, Ceiling: 3000}})
@@ -32,7 +34,8 @@ func TestReplays_OneReservation(t *testing.T) {
 	var ok, inUse, replayed atomic.Int64
 	var mu sync.Mutex
 	pis := map[string]bool{}
-	parallel(1000, 20, func(int) {
+	replays := be.size(1000, 200)
+	parallel(replays, 20, func(int) {
 		pi, err := e.charge(ctx, ref, id, "usd", 2500, "charge-"+period+"-"+id)
 		var se *stripe.Error
 		switch {
@@ -57,7 +60,7 @@ func TestReplays_OneReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ks.Charges != 1 || ks.Spent != 2500 || ks.Reserved != 0 || ks.Pending != 0 {
-		t.Errorf("after 1,000 replays: %+v, want one committed reservation of 2500", ks)
+		t.Errorf("after %d replays: %+v, want one committed reservation of 2500", replays, ks)
 	}
 	if len(e.sim.Ledger()) != 1 || len(pis) != 1 || replayed.Load() != ok.Load()-1 || inUse.Load() == 0 {
 		t.Errorf("%d payments, %d PaymentIntents, %d of %d successes replayed", len(e.sim.Ledger()), len(pis), replayed.Load(), ok.Load())
@@ -66,14 +69,16 @@ func TestReplays_OneReservation(t *testing.T) {
 	if b.Used != 2500 {
 		t.Errorf("budget used %d, want 2500", b.Used)
 	}
-	t.Logf("1,000 replays: %d answered 200 (%d marked Idempotent-Replayed), %d answered 409 in use; one reservation", ok.Load(), replayed.Load(), inUse.Load())
+	t.Logf("%d replays: %d answered 200 (%d marked Idempotent-Replayed), %d answered 409 in use; one reservation", replays, ok.Load(), replayed.Load(), inUse.Load())
 }
 
 // TestBurst_NeverOverCap fires 60 concurrent charges with distinct idempotency
 // keys at one key that allows many charges: exactly as many as fit in the cap
 // go through, the rest are refused with vault_cap_exceeded.
-func TestBurst_NeverOverCap(t *testing.T) {
-	e := newEnv(t, envOptions{issuer: vault.IssuerConfig{MaxChargesPerKey: 100}})
+func TestBurst_NeverOverCap(t *testing.T) { eachBackend(t, testBurst_NeverOverCap) }
+
+func testBurst_NeverOverCap(t *testing.T, be backend) {
+	e := newEnv(t, be, envOptions{issuer: vault.IssuerConfig{MaxChargesPerKey: 100}})
 	ctx := t.Context()
 	id := e.customers(1)[0]
 	keys, err := e.issuer.IssuePage(ctx, period, []vault.IssueRequest{{Customer: id, Currency: "usd", Amount: 10_000, Ceiling: 10_000}})
@@ -103,8 +108,10 @@ func TestBurst_NeverOverCap(t *testing.T) {
 // path send 3000 on every key from 20 parallel branches: what gets through is
 // bounded by the run budget (expected × 110%), shard by shard, and refusals say
 // vault_budget_exceeded.
-func TestRunBudget_HoldsUnderFanOut(t *testing.T) {
-	e := newEnv(t, envOptions{issuer: vault.IssuerConfig{ShardSize: 25, BudgetMarginPercent: 110}})
+func TestRunBudget_HoldsUnderFanOut(t *testing.T) { eachBackend(t, testRunBudget_HoldsUnderFanOut) }
+
+func testRunBudget_HoldsUnderFanOut(t *testing.T, be backend) {
+	e := newEnv(t, be, envOptions{issuer: vault.IssuerConfig{ShardSize: 25, BudgetMarginPercent: 110}})
 	ctx := t.Context()
 	const n = 100
 	ids := e.customers(n)

@@ -15,8 +15,10 @@ import (
 // holds reserved carried over; the old credential stops working; a payment whose
 // answer was lost before expiry is settled once through the new generation; and
 // nothing is ever let through uncapped.
-func TestF16_KeyExpiresMidRun(t *testing.T) {
-	e := newEnv(t, envOptions{issuer: vault.IssuerConfig{KeyTTL: time.Hour}})
+func TestF16_KeyExpiresMidRun(t *testing.T) { eachBackend(t, testF16_KeyExpiresMidRun) }
+
+func testF16_KeyExpiresMidRun(t *testing.T, be backend) {
+	e := newEnv(t, be, envOptions{issuer: vault.IssuerConfig{KeyTTL: time.Hour}})
 	ctx := t.Context()
 	ids := e.customers(6)
 	var reqs []vault.IssueRequest

@@ -17,9 +17,13 @@ import (
 // charge, a new charge on it is refused too (vault_key_used). No payment in
 // Stripe exceeds its cap.
 func TestF2_InflatedAmountsStoppedByCaps(t *testing.T) {
-	e := newEnv(t, envOptions{issuer: vault.IssuerConfig{DefaultCaps: map[string]int64{"usd": 5_000}}})
+	eachBackend(t, testF2_InflatedAmountsStoppedByCaps)
+}
+
+func testF2_InflatedAmountsStoppedByCaps(t *testing.T, be backend) {
+	e := newEnv(t, be, envOptions{issuer: vault.IssuerConfig{DefaultCaps: map[string]int64{"usd": 5_000}}})
 	ctx := t.Context()
-	const n, pageSize = 500, 100
+	n, pageSize := be.size(500, 100), 50
 	ids := e.customers(n)
 
 	type due struct {

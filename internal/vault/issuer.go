@@ -26,9 +26,11 @@ const (
 	// amounts times this percentage.
 	DefaultBudgetMarginPercent = 110
 	// DefaultShardSize: the number of keys that share one budget shard. Each
-	// reservation writes its key and its shard, so a shard sees at most the
-	// charge rate of this many customers.
-	DefaultShardSize = 25
+	// reservation writes its key and its shard, so a shard takes at most this
+	// many reservations in a whole run (and as many releases): far below
+	// Firestore's write rate per document. Larger shards pool more slack
+	// between customers; smaller ones contend less.
+	DefaultShardSize = 5
 	// DefaultMaxChargesPerKey: a key carries one charge (one idempotency key,
 	// replayed as often as needed), so a runaway loop minting new idempotency
 	// keys spends nothing more.
@@ -247,9 +249,9 @@ func issuedFrom(k keyRecord) Issued {
 // transaction. It is idempotent per (period, customer): a retried page returns
 // the same references; a customer whose key has expired gets its next
 // generation (see Renew). A customer whose amount exceeds its cap, or who has
-// no cap source, is Held and gets no key; the page goes on. New keys are
-// grouped into budget shards of ShardSize keys, each holding the sum of its
-// keys' amounts times the margin, so the run budget grows page by page with no
+// no cap source, is Held and gets no key; the page goes on. New keys share
+// budget shards of at most ShardSize keys, each holding the sum of its keys'
+// amounts times the margin, so the run budget grows page by page with no
 // document that every charge writes.
 func (is *Issuer) IssuePage(ctx context.Context, period string, reqs []IssueRequest) ([]Issued, error) {
 	if !periodRE.MatchString(period) {
@@ -318,8 +320,14 @@ func (is *Issuer) IssuePage(ctx context.Context, period string, reqs []IssueRequ
 			}
 		}
 
-		for start := 0; start < len(fresh); start += is.cfg.ShardSize {
-			group := fresh[start:min(start+is.cfg.ShardSize, len(fresh))]
+		// Keys are dealt round-robin over the page's shards: the workflow
+		// charges consecutive customers in parallel, and dealing them apart
+		// puts those concurrent reservations on different shard documents.
+		shards := make([][]*keyRecord, (len(fresh)+is.cfg.ShardSize-1)/is.cfg.ShardSize)
+		for j, k := range fresh {
+			shards[j%len(shards)] = append(shards[j%len(shards)], k)
+		}
+		for _, group := range shards {
 			var sum int64
 			for _, k := range group {
 				sum += k.Amount

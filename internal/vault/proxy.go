@@ -58,8 +58,9 @@ type ProxyConfig struct {
 }
 
 type proxy struct {
-	cfg  ProxyConfig
-	base *url.URL
+	cfg   ProxyConfig
+	base  *url.URL
+	locks keyLocks
 }
 
 // NewProxy returns the spend-cap proxy: an http.Handler speaking the part of
@@ -231,11 +232,19 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, ex *exchange) erro
 		return fmt.Errorf("stripe secret: %w: %w", ErrUnavailable, err)
 	}
 
+	// The key's budget shard never changes, across renewals too: read it to
+	// queue behind this instance's other transactions on that shard.
+	k, err := readKey(r.Context(), p.cfg.Store, ref)
+	if err != nil {
+		return err
+	}
+	unlock := p.locks.lock(k.BudgetShard)
 	err = p.cfg.Store.RunTransaction(r.Context(), func(ctx context.Context, tx store.Tx) error {
 		var err error
 		ex.reserved, err = reserve(ctx, tx, ref, credential, c, now)
 		return err
 	})
+	unlock()
 	if err != nil {
 		return err
 	}
@@ -252,11 +261,13 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, ex *exchange) erro
 	ex.status = resp.status
 	ex.settled = statePending
 	if o, definite := outcomeOf(resp.status); definite {
+		unlock := p.locks.lock(k.BudgetShard)
 		err := p.cfg.Store.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
 			var err error
 			ex.settled, err = settle(ctx, tx, ref, c.IdempotencyKey, o, p.cfg.Now().UTC())
 			return err
 		})
+		unlock()
 		if err != nil {
 			// Stripe's answer still goes back: the money has moved or not
 			// whatever the store says. The reservation stays pending, which

@@ -19,7 +19,11 @@ import (
 // own 4xx code in Stripe's error shape, and neither the vault's documents nor
 // Stripe's state change.
 func TestBadInputs_RefusedAndNothingChanged(t *testing.T) {
-	e := newEnv(t, envOptions{issuer: vault.IssuerConfig{KeyTTL: time.Hour}})
+	eachBackend(t, testBadInputs_RefusedAndNothingChanged)
+}
+
+func testBadInputs_RefusedAndNothingChanged(t *testing.T, be backend) {
+	e := newEnv(t, be, envOptions{issuer: vault.IssuerConfig{KeyTTL: time.Hour}})
 	ctx := t.Context()
 	ids := e.customers(5)
 	a, b, c, d, x := ids[0], ids[1], ids[2], ids[3], ids[4]

@@ -23,10 +23,12 @@ import (
 // and refusals, then scans every workflow-visible result, stored record, file
 // in the data directory, log line, response and error for the Stripe secret,
 // the signing secret and every usable vault credential, and finds none.
-func TestI5_NoSecretsWherePeopleLook(t *testing.T) {
+func TestI5_NoSecretsWherePeopleLook(t *testing.T) { eachBackend(t, testI5_NoSecretsWherePeopleLook) }
+
+func testI5_NoSecretsWherePeopleLook(t *testing.T, be backend) {
 	t.Setenv("STRIPE_SECRET_KEY", "sk_test_i5_"+randomHex(20))
 	signing := []byte("signing-" + randomHex(24))
-	e := newEnv(t, envOptions{
+	e := newEnv(t, be, envOptions{
 		stripeSecret: os.Getenv("STRIPE_SECRET_KEY"),
 		signing:      signing,
 		simDataDir:   true,
@@ -35,7 +37,7 @@ func TestI5_NoSecretsWherePeopleLook(t *testing.T) {
 	ctx := t.Context()
 	const n = 60
 	ids := e.customers(n)
-	e.sim.SetFaults(stripesim.Faults{Error500After: 0.1, DropAfter: 0.1, FirstAttempts: 1})
+	e.sim.SetFaults(stripesim.Faults{Error500After: 0.25, DropAfter: 0.25, FirstAttempts: 1})
 	var reqs []vault.IssueRequest
 	for i, id := range ids {
 		r := vault.IssueRequest{Customer: id, Currency: "usd", Amount: 1000, Ceiling: 3000}

@@ -18,7 +18,9 @@ import (
 // (500 before or after committing, a gateway 503, a 429, a dropped connection)
 // keeps the reservation until a replay or Reconcile settles it. Stripe's status,
 // body and headers reach the caller unchanged.
-func TestSettlement(t *testing.T) {
+func TestSettlement(t *testing.T) { eachBackend(t, testSettlement) }
+
+func testSettlement(t *testing.T, be backend) {
 	const amount = 1500
 	type amounts struct{ spent, reserved int64 }
 	tests := []struct {
@@ -97,7 +99,7 @@ func TestSettlement(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, envOptions{})
+			e := newEnv(t, be, envOptions{})
 			ctx := t.Context()
 			customer := e.customers(1)[0]
 			keys, err := e.issuer.IssuePage(ctx, period, []vault.IssueRequest{{Customer: customer, Currency: "usd", Amount: amount, Ceiling: 2000}})
