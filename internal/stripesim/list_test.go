@@ -210,6 +210,11 @@ func TestEventsList(t *testing.T) {
 	if got := collect(&stripe.EventListParams{Type: stripe.String("payment_intent.*")}); len(got) != 6 {
 		t.Fatalf("type wildcard: want 6 (created+outcome ×3), got %v", got)
 	}
+	for ev, err := range s.client.V1Events.List(ctx, &stripe.EventListParams{Type: stripe.String("payment_intent.created")}) {
+		if err != nil || ev.Data.Object["status"] != "requires_confirmation" || ev.Data.Object["latest_charge"] != nil {
+			t.Fatalf("created event shows the PaymentIntent before confirmation: %v %v", ev.Data.Object["status"], err)
+		}
+	}
 	// No webhook endpoint: no event is in either delivery set.
 	if got := collect(&stripe.EventListParams{DeliverySuccess: stripe.Bool(false)}); len(got) != 0 {
 		t.Fatalf("delivery_success=false without endpoints: %v", got)

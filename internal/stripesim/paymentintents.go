@@ -118,6 +118,8 @@ func (s *Server) createPaymentIntent(c *call) result {
 		pi.PaymentMethod = &pm.PM.ID
 		pi.Status = "requires_confirmation"
 	}
+	// The created event shows the PaymentIntent before its confirmation.
+	created := pi
 	events := []string{"payment_intent.created"}
 	var failed *apiError
 	if confirm {
@@ -159,7 +161,11 @@ func (s *Server) createPaymentIntent(c *call) result {
 	s.mu.Lock()
 	change.PIs = append(change.PIs, piRecord{PI: pi, Seq: s.st.nextSeq(), CreatedAt: c.now})
 	for _, typ := range events {
-		change.Events = append(change.Events, s.newEventLocked(c, typ, pi))
+		obj := pi
+		if typ == "payment_intent.created" {
+			obj = created
+		}
+		change.Events = append(change.Events, s.newEventLocked(c, typ, obj))
 	}
 	s.mu.Unlock()
 	if failed != nil {
