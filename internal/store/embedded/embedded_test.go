@@ -16,7 +16,7 @@ import (
 	"billrun.dev/billrun/internal/store/storetest"
 )
 
-func open(t *testing.T, path string) *embedded.DB {
+func open(t testing.TB, path string) *embedded.DB {
 	t.Helper()
 	db, err := embedded.Open(t.Context(), path)
 	if err != nil {
@@ -29,6 +29,12 @@ func open(t *testing.T, path string) *embedded.DB {
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Backend {
 		return open(t, filepath.Join(t.TempDir(), "billrun.db"))
+	})
+}
+
+func BenchmarkWrites(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) store.Backend {
+		return open(b, filepath.Join(b.TempDir(), "billrun.db"))
 	})
 }
 

@@ -25,3 +25,10 @@ func TestContract(t *testing.T) {
 		return emu.NewDB(t)
 	})
 }
+
+func BenchmarkWrites(b *testing.B) {
+	emu := emulators.Get(b)
+	storetest.Bench(b, func(b *testing.B) store.Backend {
+		return emu.NewDB(b)
+	})
+}
