@@ -78,7 +78,7 @@ func contractCalls() []contractCall {
 		}},
 		{"search PaymentIntents by metadata", func(ctx context.Context, c *stripe.Client, ids map[string]string) error {
 			p := &stripe.PaymentIntentSearchParams{SearchParams: stripe.SearchParams{
-				Query: "metadata['period']:'2026-10' AND metadata['customer']:'" + ids["customer"] + "'", Limit: stripe.Int64(10), Single: true}}
+				Query: "metadata['billrun_period']:'2026-10' AND metadata['billrun_customer']:'" + ids["customer"] + "'", Limit: stripe.Int64(10), Single: true}}
 			return firstErr(c.V1PaymentIntents.Search(ctx, p))
 		}},
 		{"list undelivered events", func(ctx context.Context, c *stripe.Client, ids map[string]string) error {

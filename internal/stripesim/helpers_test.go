@@ -90,16 +90,18 @@ func (s *sim) customer(pm string) (string, string) {
 	return c.ID, saved.ID
 }
 
-// chargeParams are billrun's off-session charge shape.
+// chargeParams are billrun's off-session charge shape (internal/billing's
+// createParams: these parameters and its metadata keys).
 func chargeParams(cust, pm, key string, amount int64) *stripe.PaymentIntentCreateParams {
 	p := &stripe.PaymentIntentCreateParams{
 		Amount: stripe.Int64(amount), Currency: stripe.String("usd"),
 		Customer: stripe.String(cust), PaymentMethod: stripe.String(pm),
 		Confirm: stripe.Bool(true), OffSession: stripe.Bool(true),
 	}
-	p.AddMetadata("period", "2026-10")
-	p.AddMetadata("customer", cust)
+	p.AddMetadata("billrun_period", "2026-10")
+	p.AddMetadata("billrun_customer", cust)
 	if key != "" {
+		p.AddMetadata("billrun_key", key)
 		p.SetIdempotencyKey(key)
 	}
 	return p

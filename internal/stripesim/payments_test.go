@@ -130,7 +130,7 @@ func TestF10_F14_TestCardOutcomes(t *testing.T) {
 				t.Fatalf("ledger: want %d entries, got %+v", tc.wantLedgerEntries, led)
 			}
 			if len(led) == 1 && (led[0].PaymentIntentID != piID || led[0].Customer != c.ID || led[0].Amount != 1999 ||
-				led[0].Currency != "usd" || led[0].Metadata["period"] != "2026-10" || led[0].IdempotencyKey != "key-"+tc.name) {
+				led[0].Currency != "usd" || led[0].Metadata["billrun_period"] != "2026-10" || led[0].IdempotencyKey != "key-"+tc.name) {
 				t.Fatalf("ledger entry: %+v", led[0])
 			}
 		})
