@@ -332,6 +332,12 @@ func (v *validator) forLoop(f *For, vs *vscope, parallel bool) *vscope {
 	if f.Index != "" {
 		ls.vars[f.Index] = true
 	}
+	// A loop variable must not be used outside its loop [D] parallel-steps.
+	for name := range ls.vars {
+		if _, outside := vs.lookup(name); outside {
+			v.d.errorf(f.Pos, "loop variable %q is also a variable outside the loop", name)
+		}
+	}
 	return ls
 }
 
