@@ -55,8 +55,8 @@
 //
 // # Faults
 //
-// Faults (ParseFaults for the text form) inject latency, 429 rate limiting
-// with Stripe-Rate-Limited-Reason, non-JSON 503s and 429 lock_timeouts (the
+// Faults (ParseFaults for the text form) inject latency, 429s from a rate
+// or a concurrency limiter with Stripe-Rate-Limited-Reason, non-JSON 503s and 429 lock_timeouts (the
 // ones stripe-go retries), JSON 500s before or after the commit, a connection
 // dropped after the commit, a commit slower than the caller's deadline, and
 // duplicated or reordered webhooks. Every draw comes from the seed, the

@@ -24,6 +24,9 @@ type Faults struct {
 	// Stripe-Rate-Limited-Reason: global-rate (a token bucket on the simulator's
 	// clock, burst equal to the rate); 0 means unlimited.
 	RateLimit float64
+	// ConcurrencyLimit is the most API requests handled at once before 429s
+	// with Stripe-Rate-Limited-Reason: global-concurrency; 0 means unlimited.
+	ConcurrencyLimit int
 	// Gateway503 answers a non-JSON 503 in front of the API: nothing runs and
 	// nothing is stored, and stripe-go retries it.
 	Gateway503 float64
@@ -70,7 +73,7 @@ const defaultSlowCommitDelay = 2 * time.Second
 // ParseFaults reads a fault spec: comma-separated name=value items, e.g.
 //
 //	latency=20ms | latency=uniform:5ms:80ms | latency=exp:5ms:40ms
-//	rate=25  gateway-503=0.05  lock-timeout=0.05  500-before=0.1  500-after=0.1
+//	rate=25  concurrency=10  gateway-503=0.05  lock-timeout=0.05  500-before=0.1  500-after=0.1
 //	drop-after=0.05  slow-commit=0.1:3s  webhook-dup=0.2  webhook-reorder=0.5  first=1
 //
 // It reports every bad item at once. An empty spec means no faults.
@@ -98,6 +101,11 @@ func ParseFaults(spec string) (Faults, error) {
 			f.RateLimit, err = strconv.ParseFloat(val, 64)
 			if err == nil && (f.RateLimit < 0 || math.IsInf(f.RateLimit, 0) || math.IsNaN(f.RateLimit)) {
 				err = errors.New("must be a non-negative number of requests per second")
+			}
+		case "concurrency":
+			f.ConcurrencyLimit, err = strconv.Atoi(val)
+			if err == nil && f.ConcurrencyLimit < 0 {
+				err = errors.New("must be >= 0")
 			}
 		case "gateway-503":
 			prob(&f.Gateway503)
@@ -199,6 +207,9 @@ func (f Faults) String() string {
 	}
 	if f.RateLimit > 0 {
 		items = append(items, "rate="+strconv.FormatFloat(f.RateLimit, 'g', -1, 64))
+	}
+	if f.ConcurrencyLimit > 0 {
+		items = append(items, "concurrency="+strconv.Itoa(f.ConcurrencyLimit))
 	}
 	add("gateway-503", f.Gateway503)
 	add("lock-timeout", f.LockTimeout)

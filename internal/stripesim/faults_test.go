@@ -22,8 +22,8 @@ func TestParseFaults(t *testing.T) {
 		{"fixed latency", "latency=20ms", Faults{Latency: Latency{Dist: "fixed", Min: 20 * time.Millisecond}}, ""},
 		{"uniform latency", "latency=uniform:5ms:80ms", Faults{Latency: Latency{Dist: "uniform", Min: 5 * time.Millisecond, Max: 80 * time.Millisecond}}, ""},
 		{"exp latency", "latency=exp:1ms:40ms", Faults{Latency: Latency{Dist: "exp", Min: time.Millisecond, Mean: 40 * time.Millisecond}}, ""},
-		{"everything", "rate=25, gateway-503=0.1,lock-timeout=0.2,500-before=0.3,500-after=0.4,drop-after=0.5,slow-commit=0.6:3s,webhook-dup=0.7,webhook-reorder=0.8,first=2",
-			Faults{RateLimit: 25, Gateway503: 0.1, LockTimeout: 0.2, Error500Before: 0.3, Error500After: 0.4, DropAfter: 0.5,
+		{"everything", "rate=25, concurrency=4,gateway-503=0.1,lock-timeout=0.2,500-before=0.3,500-after=0.4,drop-after=0.5,slow-commit=0.6:3s,webhook-dup=0.7,webhook-reorder=0.8,first=2",
+			Faults{RateLimit: 25, ConcurrencyLimit: 4, Gateway503: 0.1, LockTimeout: 0.2, Error500Before: 0.3, Error500After: 0.4, DropAfter: 0.5,
 				SlowCommit: 0.6, SlowCommitDelay: 3 * time.Second, WebhookDuplicate: 0.7, WebhookReorder: 0.8, FirstAttempts: 2}, ""},
 		{"slow commit default delay", "slow-commit=1", Faults{SlowCommit: 1, SlowCommitDelay: defaultSlowCommitDelay}, ""},
 		{"every problem reported", "latency=fast,500-after=2,bogus=1,rate=-1", Faults{}, "latency=fast"},
@@ -258,6 +258,34 @@ func TestF15_RateLimit(t *testing.T) {
 	}
 	if pi.LastResponse.Header.Get("Idempotent-Replayed") != "" || len(s.ledger()) != 3 {
 		t.Fatal("a rate-limited request must not be stored under its key")
+	}
+}
+
+// TestF15_ConcurrencyLimit: a request over the concurrency limit gets 429
+// global-concurrency while another is still being handled.
+func TestF15_ConcurrencyLimit(t *testing.T) {
+	s := newSim(t)
+	cust, pm := s.customer("pm_card_visa")
+	s.setFaults("concurrency=1,slow-commit=1:300ms,first=1")
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.charge(cust, pm, "slow", 1000)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	_, err := s.charge(cust, pm, "other", 1000)
+	se := stripeErr(t, err)
+	if se.HTTPStatusCode != 429 || se.LastResponse.Header.Get("Stripe-Rate-Limited-Reason") != "global-concurrency" {
+		t.Fatalf("got %d reason=%q", se.HTTPStatusCode, se.LastResponse.Header.Get("Stripe-Rate-Limited-Reason"))
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.charge(cust, pm, "other", 1000); err != nil {
+		t.Fatalf("after the slow request: %v", err)
+	}
+	if n := len(s.ledger()); n != 2 {
+		t.Fatalf("ledger %d, want 2", n)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -115,6 +116,7 @@ type Server struct {
 	closed chan struct{}
 
 	limiter rateLimiter
+	active  atomic.Int64 // API requests being handled, for ConcurrencyLimit
 
 	mu       sync.Mutex // guards everything below
 	st       *state
@@ -365,7 +367,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		dropConnection(w)
 		return
 	}
-	if s.frontDoor(x, dec, faults.RateLimit) {
+	defer s.active.Add(-1)
+	if s.frontDoor(x, dec, faults, s.active.Add(1)) {
 		return
 	}
 
@@ -413,17 +416,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // frontDoor applies what Stripe does before an endpoint runs: authentication,
 // the rate limiter and the front-door faults. Nothing it refuses is stored
 // under an idempotency key. It reports whether it answered.
-func (s *Server) frontDoor(x *exchange, dec decision, rate float64) bool {
+// active counts the requests being handled, this one included.
+func (s *Server) frontDoor(x *exchange, dec decision, faults Faults, active int64) bool {
 	if e := s.authenticate(x.c.r); e != nil {
 		x.reject(e)
 		return true
 	}
-	switch {
-	case !s.limiter.allow(x.c.now, rate):
+	limited := func(reason string) {
 		x.rec.Fault = faultRateLimit
 		e := apiErrorf(http.StatusTooManyRequests, errTypeInvalidRequest, "rate_limit",
 			"Request rate limit exceeded. You can learn more about rate limits here https://stripe.com/docs/rate-limits.")
-		x.reject(withHeader(e, "Stripe-Rate-Limited-Reason", "global-rate"))
+		x.reject(withHeader(e, "Stripe-Rate-Limited-Reason", reason))
+	}
+	switch {
+	case faults.ConcurrencyLimit > 0 && active > int64(faults.ConcurrencyLimit):
+		limited("global-concurrency")
+	case !s.limiter.allow(x.c.now, faults.RateLimit):
+		limited("global-rate")
 	case dec.gateway503:
 		x.rec.Fault, x.rec.Status = faultGateway503, http.StatusServiceUnavailable
 		x.w.Header().Set("Content-Type", "text/html")
