@@ -37,7 +37,7 @@ func runStripeSim(ctx context.Context, env *cliEnv, args []string) error {
 	fs.SetOutput(env.stderr)
 	addr := fs.String("addr", defaultStripeSimAddr, "address to listen on (`host:port`; port 0 picks one)")
 	dataDir := fs.String("data-dir", defaultStripeSimDataDir, "directory keeping the simulator's state across restarts; \"\" keeps it in memory")
-	faultSpec := fs.String("faults", "", "faults to inject, e.g. `latency=uniform:5ms:80ms,rate=25,500-after=0.05,drop-after=0.02,slow-commit=0.05:3s,first=1`")
+	faultSpec := fs.String("faults", "", "faults to inject, as comma-separated name=value `SPEC`, e.g. latency=uniform:5ms:80ms,rate=25,concurrency=10,500-after=0.05,drop-after=0.02,slow-commit=0.05:3s,first=1 (all names: go doc ./internal/stripesim ParseFaults)")
 	seed := fs.Int64("seed", 1, "seed that makes the faults reproducible")
 	searchDelay := fs.Duration("search-delay", 0, "how long a new PaymentIntent stays invisible to search (0: at once)")
 	verbose := fs.Bool("verbose", false, "log every request to stderr")
