@@ -36,6 +36,10 @@ const (
 	beginAttempts = 3
 )
 
+// schemaVersion is kept in SQLite's user_version, so a file written by a
+// newer billrun is refused rather than misread.
+const schemaVersion = 1
+
 const schema = `
 CREATE TABLE IF NOT EXISTS docs (
 	collection  TEXT    NOT NULL, -- parent path + collection id, e.g. runs/2026-10/charges
@@ -44,7 +48,7 @@ CREATE TABLE IF NOT EXISTS docs (
 	update_time INTEGER NOT NULL, -- Unix microseconds
 	PRIMARY KEY (collection, id)
 ) WITHOUT ROWID;
-PRAGMA user_version = 1;
+PRAGMA user_version = 1; -- schemaVersion
 `
 
 // DB is an embedded document store backed by one SQLite file.
@@ -77,11 +81,27 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if err := migrate(ctx, db); err != nil {
 		db.Close()
 		return nil, mapErr(ctx, fmt.Sprintf("embedded: open %s", path), err)
 	}
 	return &DB{db: db, txSlot: make(chan struct{}, 1)}, nil
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	var version int
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return err
+	}
+	switch version {
+	case schemaVersion:
+		return nil
+	case 0:
+		// Idempotent, so processes opening a new file together all succeed.
+		_, err := db.ExecContext(ctx, schema)
+		return err
+	}
+	return fmt.Errorf("schema version %d; this billrun reads version %d", version, schemaVersion)
 }
 
 // Close closes the file.

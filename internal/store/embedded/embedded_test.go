@@ -2,6 +2,7 @@ package embedded_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -56,6 +57,35 @@ func TestReopenKeepsData(t *testing.T) {
 	doc, err := open(t, path).Get(t.Context(), "runs/2026-10")
 	if err != nil || doc.Data["state"] != "completed" {
 		t.Fatalf("after reopen: %v, %v", doc.Data, err)
+	}
+}
+
+func TestOpenRefuses(t *testing.T) {
+	dir := t.TempDir()
+	notDB := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notDB, []byte("not a database, but long enough to have a header of some sort......................................................"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newer := filepath.Join(dir, "newer.db")
+	db := open(t, newer)
+	if err := db.RunTransaction(t.Context(), func(ctx context.Context, tx store.Tx) error {
+		return tx.Set("a/b", store.Data{})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	setUserVersion(t, newer, 2)
+	tests := []struct{ name, path string }{
+		{"not a database", notDB},
+		{"newer schema", newer},
+		{"empty path", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if db, err := embedded.Open(t.Context(), tc.path); err == nil {
+				db.Close()
+				t.Fatalf("Open(%q) succeeded", tc.path)
+			}
+		})
 	}
 }
 
@@ -183,5 +213,17 @@ func TestSeveralProcesses(t *testing.T) {
 	}
 	if got := count(t, db); got != (procs+1)*each {
 		t.Fatalf("n = %d, want %d", got, (procs+1)*each)
+	}
+}
+
+func setUserVersion(t *testing.T, path string, v int) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", v)); err != nil {
+		t.Fatal(err)
 	}
 }

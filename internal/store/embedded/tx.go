@@ -46,6 +46,10 @@ var _ store.Tx = (*txn)(nil)
 // is serialisable and never has to retry on contention.
 func (d *DB) RunTransaction(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
 	const op = "embedded: transaction"
+	ctx, err := docmodel.EnterTx(ctx, op)
+	if err != nil {
+		return err
+	}
 	select {
 	case d.txSlot <- struct{}{}:
 	case <-ctx.Done():

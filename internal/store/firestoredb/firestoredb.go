@@ -131,8 +131,14 @@ func intResult(res firestore.AggregationResult, what string) (int64, error) {
 // RunTransaction runs fn in a Firestore transaction, which the client retries
 // when it loses to a concurrent one (up to DefaultMaxAttempts).
 func (d *DB) RunTransaction(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	const op = "firestoredb: transaction"
+	txCtx, err := docmodel.EnterTx(ctx, op)
+	if err != nil {
+		return err
+	}
 	var fnErr error
-	err := d.client.RunTransaction(ctx, func(ctx context.Context, ftx *firestore.Transaction) error {
+	// fn's ctx derives from txCtx, so a RunTransaction inside fn is refused.
+	err = d.client.RunTransaction(txCtx, func(ctx context.Context, ftx *firestore.Transaction) error {
 		t := &txn{client: d.client, ftx: ftx}
 		if fnErr = fn(ctx, t); fnErr != nil {
 			return fnErr
@@ -146,7 +152,7 @@ func (d *DB) RunTransaction(ctx context.Context, fn func(ctx context.Context, tx
 		// fn's own error is returned unchanged, as the interface promises.
 		return err
 	}
-	return mapErr(ctx, "firestoredb: transaction", err)
+	return mapErr(ctx, op, err)
 }
 
 func fieldPath(dotted string) firestore.FieldPath {

@@ -34,6 +34,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) store.Backend) {
 		{"TooManyWrites", testTooManyWrites},
 		{"FnErrorAbortsAll", testFnErrorAbortsAll},
 		{"InvalidRequests", testInvalidRequests},
+		{"NestedTransaction", testNestedTransaction},
 		{"Queries", testQueries},
 		{"QueryInTransaction", testQueryInTransaction},
 		{"Paging", testPaging},
@@ -354,4 +355,25 @@ func testInvalidRequests(t *testing.T, b store.Backend) {
 	if _, err := b.Get(t.Context(), "customers"); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("get collection path: err = %v, want ErrInvalid", err)
 	}
+}
+
+// testNestedTransaction: a transaction started inside another is refused
+// (it would deadlock on the embedded store, and Firestore's client refuses it),
+// and the outer one writes nothing if it returns that error.
+func testNestedTransaction(t *testing.T, b store.Backend) {
+	var inner error
+	err := b.RunTransaction(t.Context(), func(ctx context.Context, tx store.Tx) error {
+		inner = b.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
+			return tx.Set("n/inner", store.Data{})
+		})
+		if err := tx.Set("n/outer", store.Data{}); err != nil {
+			return err
+		}
+		return inner
+	})
+	if !errors.Is(inner, store.ErrInvalid) || !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("inner err = %v, outer err = %v; want both ErrInvalid", inner, err)
+	}
+	wantMissing(t, b, "n/inner")
+	wantMissing(t, b, "n/outer")
 }

@@ -1,6 +1,7 @@
 package docmodel
 
 import (
+	"context"
 	"fmt"
 
 	"billrun.dev/billrun/internal/store"
@@ -67,4 +68,16 @@ func CheckSums(fields []string) error {
 		}
 	}
 	return nil
+}
+
+type inTxKey struct{}
+
+// EnterTx marks ctx as belonging to a running transaction, or reports
+// ErrInvalid if it already does: a transaction started inside another would
+// deadlock on the embedded store's lock, and Firestore's client refuses it.
+func EnterTx(ctx context.Context, op string) (context.Context, error) {
+	if ctx.Value(inTxKey{}) != nil {
+		return ctx, fmt.Errorf("%s: %w: a transaction inside another (use the outer tx)", op, store.ErrInvalid)
+	}
+	return context.WithValue(ctx, inTxKey{}, true), nil
 }
