@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -97,8 +98,8 @@ type RunConfig struct {
 	Events func(Event)
 }
 
-// Run executes w with argument (any JSON-like value; nil for none) and returns
-// its result. A workflow that fails returns a *RunError (errors.As to
+// Run executes w with argument (any value encoding/json can encode, taken as
+// its JSON; nil for none) and returns its result. A workflow that fails returns a *RunError (errors.As to
 // *expr.Error gives the error map); a cancelled ctx returns ctx's error.
 func (e *Engine) Run(ctx context.Context, w *Workflow, argument any) (any, error) {
 	return e.Execute(ctx, w, argument, RunConfig{})
@@ -113,13 +114,31 @@ func (e *Engine) Execute(ctx context.Context, w *Workflow, argument any, cfg Run
 		}
 		cfg.ExecutionID = id
 	}
-	if b, err := expr.EncodeJSON(argument); err != nil {
+	arg, size, err := workflowValue(argument)
+	if err != nil {
 		return nil, &RunError{Err: expr.TypeError("execution argument is not JSON: %v", err)}
-	} else if len(b) > MaxArgumentBytes {
-		return nil, &RunError{Err: expr.NewError(expr.TagResourceLimitError, "execution argument is %d bytes; the limit is %d", len(b), MaxArgumentBytes)}
+	}
+	if size > MaxArgumentBytes {
+		return nil, &RunError{Err: expr.NewError(expr.TagResourceLimitError, "execution argument is %d bytes; the limit is %d", size, MaxArgumentBytes)}
 	}
 	x := e.newExecution(w, cfg)
-	return x.run(ctx, argument)
+	return x.run(ctx, arg)
+}
+
+// workflowValue returns v in Workflows' types and the size of its JSON. A
+// value already in those types is kept as is (a double stays a double); any
+// other Go value (int, structs…) is taken as what its encoding/json JSON
+// decodes to.
+func workflowValue(v any) (any, int, error) {
+	if b, err := expr.EncodeJSON(v); err == nil {
+		return v, len(b), nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, 0, err
+	}
+	out, err := expr.DecodeJSON(b)
+	return out, len(b), err
 }
 
 // execution is the state of one run.
@@ -236,7 +255,7 @@ func (e *RunError) Error() string {
 	if len(e.Stack) == 0 {
 		return e.Err.Error()
 	}
-	return fmt.Sprintf("%s (%s)", e.Err.Error(), e.Context())
+	return fmt.Sprintf("%s (%s)", e.Err.Error(), e.location())
 }
 
 func (e *RunError) Unwrap() error { return e.Err }
@@ -247,8 +266,13 @@ func (e *RunError) Context() string {
 	if len(e.Stack) == 0 {
 		return e.Err.Message
 	}
+	return e.Err.Message + "\n" + e.location()
+}
+
+// location is where the error was raised: the innermost frame.
+func (e *RunError) location() string {
 	f := e.Stack[0]
-	return fmt.Sprintf("%s\nin step %q, routine %q, line: %d", e.Err.Message, f.Step, f.Routine, f.Line)
+	return fmt.Sprintf("in step %q, routine %q, line: %d", f.Step, f.Routine, f.Line)
 }
 
 // Payload is the error map as Google's error.payload: the JSON of the value

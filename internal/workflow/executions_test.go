@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -179,5 +180,31 @@ func TestRunArgumentLimit(t *testing.T) {
 	var re *RunError
 	if !errors.As(err, &re) || !re.Err.HasTag("ResourceLimitError") {
 		t.Fatalf("argument over 32 KB: %v, want ResourceLimitError", err)
+	}
+}
+
+func TestRunArgumentTypes(t *testing.T) {
+	w, err := Load("types.yaml", []byte("main:\n  params: [a]\n  steps:\n    - r:\n        return: ${[get_type(a.i), get_type(a.d), get_type(a.s.N)]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := NewEngine(Options{Clock: NewManualClock(epoch)})
+	tests := []struct {
+		name string
+		arg  any
+	}{
+		{"workflow types", map[string]any{"i": int64(1), "d": 2.0, "s": map[string]any{"N": "x"}}},
+		{"Go types", map[string]any{"i": 1, "d": 2.5, "s": struct{ N string }{"x"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := eng.Run(context.Background(), w, tt.arg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(res); got != "[integer double string]" {
+				t.Errorf("types %s", got)
+			}
+		})
 	}
 }
