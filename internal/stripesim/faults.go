@@ -16,7 +16,8 @@ import (
 // Probabilities are in [0, 1] and drawn per request attempt from the seed, the
 // request's identity (its idempotency key, or method and URL when it has none)
 // and the attempt number for that identity, so a scenario replays identically
-// whatever the order in which concurrent requests arrive.
+// whatever the order in which concurrent requests arrive. The rate and
+// concurrency limiters depend on timing, so they are the exception.
 type Faults struct {
 	// Latency is added before every API request is handled.
 	Latency Latency
