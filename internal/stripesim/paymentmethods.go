@@ -39,9 +39,9 @@ func newPaymentMethod(tc testCard, now time.Time) paymentMethod {
 	}
 }
 
-// attach attaches a payment method to a customer, which the caller has
-// checked, and returns the record to commit. Cards of the "chargeDeclined" family cannot be attached: like
-// Stripe, attaching them fails with their decline.
+// attach attaches a payment method to a customer (whose existence the caller
+// has checked) and returns the record to commit. As in Stripe, cards of the
+// chargeDeclined family cannot be attached: attaching fails with their decline.
 func (s *Server) attach(pmID, custID string, now time.Time) (pmRecord, *apiError) {
 	rec, _, e := s.resolvePaymentMethod(pmID, "payment_method", now)
 	if e != nil {
