@@ -26,7 +26,8 @@ type Options struct {
 	// workflow (default 300 s). Default: a client with no overall timeout
 	// that keeps enough idle connections per host for a parallel step.
 	HTTPClient *http.Client
-	// Logger receives sys.log records (and nothing else). Default: slog.Default().
+	// Logger receives sys.log records, and the Executions service's own
+	// failures to save a record. Default: slog.Default().
 	Logger *slog.Logger
 	// Env holds the workflow's user environment variables (sys.get_env).
 	Env map[string]string
