@@ -226,3 +226,11 @@ func TestRunWebhooksDeliversInTheBackground(t *testing.T) {
 		t.Fatalf("background delivery: got %d events", len(got))
 	}
 }
+
+// TestAPIVersionMatchesStripeGo: events carry stripe-go's API version, or
+// webhook.ConstructEvent rejects them; this fails when stripe-go moves on.
+func TestAPIVersionMatchesStripeGo(t *testing.T) {
+	if APIVersion != stripe.APIVersion {
+		t.Fatalf("simulator speaks %s, stripe-go %s", APIVersion, stripe.APIVersion)
+	}
+}
