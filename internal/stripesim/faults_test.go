@@ -221,7 +221,7 @@ func TestF12_SDKRetriesOnlyWhatItShould(t *testing.T) {
 			defer close(done)
 			s.charge(cust, pm, "k", 3000)
 		}()
-		time.Sleep(50 * time.Millisecond)
+		s.waitInFlight("k")
 		client := s.newClient(2, nil)
 		_, err := client.V1PaymentIntents.Create(context.Background(), chargeParams(cust, pm, "k", 3000))
 		se := stripeErr(t, err)
@@ -272,7 +272,7 @@ func TestF15_ConcurrencyLimit(t *testing.T) {
 		_, err := s.charge(cust, pm, "slow", 1000)
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	s.waitInFlight("slow")
 	_, err := s.charge(cust, pm, "other", 1000)
 	se := stripeErr(t, err)
 	if se.HTTPStatusCode != 429 || se.LastResponse.Header.Get("Stripe-Rate-Limited-Reason") != "global-concurrency" {

@@ -164,3 +164,19 @@ func (s *sim) countRequests(key string) int {
 	}
 	return n
 }
+
+// waitInFlight waits until a request with key is executing in the simulator.
+func (s *sim) waitInFlight(key string) {
+	s.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		s.srv.mu.Lock()
+		in := s.srv.inflight[key]
+		s.srv.mu.Unlock()
+		if in {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.t.Fatalf("key %q never in flight", key)
+}

@@ -162,7 +162,7 @@ func TestCloseDuringSlowCommit(t *testing.T) {
 		_, err := s.charge(cust, pm, "k", 1000)
 		errc <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	s.waitInFlight("k")
 	s.srv.Close()
 	if err := <-errc; err == nil {
 		t.Fatal("want the request to fail, not an empty answer")
