@@ -281,7 +281,7 @@ func (e *env) chargeWith(ctx context.Context, ref, customer, currency string, am
 }
 
 // maxBusyRetries bounds the retries of a 503 vault_unavailable.
-const maxBusyRetries = 20
+const maxBusyRetries = 50
 
 // vaultCode returns the vault refusal code of a stripe-go error, or "".
 func vaultCode(err error) string {
