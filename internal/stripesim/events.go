@@ -168,6 +168,9 @@ func (s *Server) DeliverWebhooks(ctx context.Context) (int, error) {
 		if seededRand(s.cfg.Seed, "webhook", rec.Event.ID, rec.Attempts).Float64() < faults.WebhookDuplicate {
 			delivered = s.post(ctx, payload, now) || delivered
 		}
+		if ctx.Err() != nil {
+			return i, ctx.Err() // our own stop is not the endpoint's failure
+		}
 		rec.Attempts++
 		switch {
 		case delivered:
@@ -178,10 +181,7 @@ func (s *Server) DeliverWebhooks(ctx context.Context) (int, error) {
 			rec.Delivery, rec.Event.PendingWebhooks, rec.NextAttempt = deliveryFailed, 0, time.Time{}
 		}
 		s.mu.Lock()
-		err := s.j.append(&batch{Events: []eventRecord{*rec}})
-		if err == nil {
-			s.st.apply(&batch{Events: []eventRecord{*rec}})
-		}
+		err := s.persistLocked(&batch{Events: []eventRecord{*rec}})
 		s.mu.Unlock()
 		if err != nil {
 			return i, fmt.Errorf("stripesim: deliver webhooks: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -649,16 +650,27 @@ func (s *Server) commit(c *call, fingerprint string, status int, body []byte, ch
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.inflight, c.idemKey)
+	if err := s.persistLocked(b); err != nil {
+		return err
+	}
+	if s.commits++; s.commits%pruneEvery == 0 {
+		s.st.pruneIdempotency(c.now)
+	}
+	return nil
+}
+
+// errClosed: the server was closed; nothing more is saved.
+var errClosed = errors.New("stripesim: server closed")
+
+// persistLocked journals a change, then applies it. Called with s.mu held.
+func (s *Server) persistLocked(b *batch) error {
 	if s.isClosed {
-		return fmt.Errorf("stripesim: commit: server closed")
+		return errClosed
 	}
 	if err := s.j.append(b); err != nil {
 		return err
 	}
 	s.st.apply(b)
-	if s.commits++; s.commits%pruneEvery == 0 {
-		s.st.pruneIdempotency(c.now)
-	}
 	return nil
 }
 
