@@ -234,3 +234,23 @@ func TestAPIVersionMatchesStripeGo(t *testing.T) {
 		t.Fatalf("simulator speaks %s, stripe-go %s", APIVersion, stripe.APIVersion)
 	}
 }
+
+func TestCanceledSweepKeepsEventPending(t *testing.T) {
+	rc := &receiver{}
+	s := newWebhookSim(t, rc)
+	cust, pm := s.customer("pm_card_visa")
+	s.charge(cust, pm, "k", 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.srv.DeliverWebhooks(ctx); err == nil {
+		t.Fatal("want the context's error")
+	}
+	for _, rec := range s.srv.st.events {
+		if rec.Delivery == deliveryPending && rec.Attempts != 0 {
+			t.Fatalf("a canceled sweep counted an attempt: %+v", rec)
+		}
+	}
+	if n, err := s.srv.DeliverWebhooks(context.Background()); n != 1 || err != nil || len(rc.received()) != 1 {
+		t.Fatalf("next sweep: %d %v, received %d", n, err, len(rc.received()))
+	}
+}
