@@ -38,7 +38,10 @@
 // get 400. Keys are kept across restarts with the rest of the state. The
 // request log (Server.Requests) marks keys shaped like the ones stripe-go
 // invents when the caller sets none, and counts attempts per key, so SDK
-// retries and missing keys are visible.
+// retries and missing keys are visible. Note that Go's http.Transport itself
+// resends a request carrying an Idempotency-Key when a reused keep-alive
+// connection dies before any answer (as drop-after does): one more layer of
+// retries, seen in the log as a second attempt.
 //
 // # Test payment methods
 //
