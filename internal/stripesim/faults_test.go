@@ -338,3 +338,19 @@ func TestF12_ScenarioIsReproducible(t *testing.T) {
 		t.Fatalf("want some but not all requests faulted: %v", a)
 	}
 }
+
+// TestF12_TransportResendsOnReusedConnection: with keep-alive, Go's transport
+// resends a keyed request whose reused connection dropped, below stripe-go
+// (which has its retries off here): a hidden retry layer, same key, one payment.
+func TestF12_TransportResendsOnReusedConnection(t *testing.T) {
+	s := newSim(t)
+	cust, pm := s.customer("pm_card_visa") // leaves an idle keep-alive connection
+	s.setFaults("drop-after=1,first=1")
+	pi, err := s.charge(cust, pm, "k-reused", 3000)
+	if err != nil {
+		t.Fatalf("want the transport's resend to hide the drop, got %v", err)
+	}
+	if n := s.countRequests("k-reused"); n != 2 || len(s.ledger()) != 1 || pi.LastResponse.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("want 2 attempts, 1 payment, a replay: got %d, %d, %q", n, len(s.ledger()), pi.LastResponse.Header.Get("Idempotent-Replayed"))
+	}
+}
