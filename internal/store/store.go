@@ -137,7 +137,8 @@ type Tx interface {
 	// Set replaces a document, creating it if needed.
 	Set(path string, data Data) error
 	// Update merges top-level fields into an existing document; ErrNotFound if
-	// it does not exist.
+	// it does not exist. Each key is one field name (a dot in it is not a path),
+	// and a map value replaces the field whole. At least one field is required.
 	Update(path string, fields Data) error
 	// Delete removes a document; deleting a missing one is not an error.
 	Delete(path string) error
@@ -153,7 +154,8 @@ type Backend interface {
 	// RunTransaction runs fn in a serialisable transaction and commits it. fn may
 	// be called more than once (on contention), so it must have no side effects
 	// outside tx. An error returned by fn aborts the transaction and is returned
-	// unchanged (wrapped errors keep errors.Is).
+	// unchanged (wrapped errors keep errors.Is). A transaction started inside
+	// fn (with fn's ctx) is ErrInvalid: use the outer tx.
 	RunTransaction(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 	// Close releases the backend's resources.
 	Close() error
