@@ -147,6 +147,40 @@ func ParseFaults(spec string) (Faults, error) {
 	return f, nil
 }
 
+// Validate reports every out-of-range field at once, for Faults built in code.
+func (f Faults) Validate() error {
+	var errs []error
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{
+		{"Gateway503", f.Gateway503}, {"LockTimeout", f.LockTimeout}, {"Error500Before", f.Error500Before},
+		{"Error500After", f.Error500After}, {"DropAfter", f.DropAfter}, {"SlowCommit", f.SlowCommit},
+		{"WebhookDuplicate", f.WebhookDuplicate}, {"WebhookReorder", f.WebhookReorder},
+	} {
+		if !(p.v >= 0 && p.v <= 1) {
+			errs = append(errs, fmt.Errorf("%s=%v: probability must be in [0, 1]", p.name, p.v))
+		}
+	}
+	if !(f.RateLimit >= 0) || math.IsInf(f.RateLimit, 0) {
+		errs = append(errs, fmt.Errorf("RateLimit=%v: must be a non-negative number", f.RateLimit))
+	}
+	if f.ConcurrencyLimit < 0 || f.FirstAttempts < 0 || f.SlowCommitDelay < 0 {
+		errs = append(errs, errors.New("ConcurrencyLimit, FirstAttempts and SlowCommitDelay must not be negative"))
+	}
+	l := f.Latency
+	switch {
+	case l.Dist != "" && l.Dist != "fixed" && l.Dist != "uniform" && l.Dist != "exp":
+		errs = append(errs, fmt.Errorf("Latency.Dist=%q: want fixed, uniform or exp", l.Dist))
+	case l.Min < 0 || l.Max < 0 || l.Mean < 0 || l.Dist == "uniform" && l.Max < l.Min:
+		errs = append(errs, errors.New("Latency: durations must not be negative, and Max must not be below Min"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("stripesim: faults: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
 func parseProb(s string) (float64, error) {
 	p, err := strconv.ParseFloat(s, 64)
 	if err != nil || p < 0 || p > 1 || math.IsNaN(p) {

@@ -354,3 +354,45 @@ func TestF12_TransportResendsOnReusedConnection(t *testing.T) {
 		t.Fatalf("want 2 attempts, 1 payment, a replay: got %d, %d, %q", n, len(s.ledger()), pi.LastResponse.Header.Get("Idempotent-Replayed"))
 	}
 }
+
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"zero value", Config{}, nil},
+		{"everything wrong", Config{
+			Faults:      Faults{DropAfter: 2, Error500After: -1, RateLimit: -3, Latency: Latency{Dist: "gamma"}},
+			SearchDelay: -time.Second, WebhookURL: "ftp://x", WebhookRetries: []time.Duration{-1},
+		}, []string{"DropAfter=2", "Error500After=-1", "RateLimit=-3", `Latency.Dist="gamma"`, "SearchDelay", "WebhookURL", "WebhookSecret", "WebhookRetries"}},
+		{"uniform upside down", Config{Faults: Faults{Latency: Latency{Dist: "uniform", Min: time.Second}}}, []string{"Max must not be below Min"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.cfg)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q: %v", w, err)
+				}
+			}
+		})
+	}
+	s := newSim(t)
+	s.setFaults("drop-after=0.5")
+	if err := s.srv.SetFaults(Faults{DropAfter: 1.5}); err == nil {
+		t.Fatal("SetFaults took an invalid probability")
+	}
+	if got := s.srv.faults.DropAfter; got != 0.5 {
+		t.Fatalf("invalid faults replaced the old ones: %v", got)
+	}
+}

@@ -38,7 +38,9 @@ func (s *sim) setFaults(spec string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.srv.SetFaults(f)
+	if err := s.srv.SetFaults(f); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 func newSim(t *testing.T, opts ...simOpt) *sim {

@@ -133,8 +133,40 @@ type Server struct {
 	sweeps    int
 }
 
+// Validate reports every problem with the configuration at once.
+func (cfg Config) Validate() error {
+	var errs []error
+	if err := cfg.Faults.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.SearchDelay < 0 {
+		errs = append(errs, errors.New("SearchDelay must not be negative"))
+	}
+	if cfg.WebhookURL != "" {
+		if u, err := url.Parse(cfg.WebhookURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("WebhookURL %q: want an http(s) URL", cfg.WebhookURL))
+		}
+		if cfg.WebhookSecret == "" {
+			errs = append(errs, errors.New("WebhookURL needs a WebhookSecret to sign deliveries"))
+		}
+	}
+	for _, d := range cfg.WebhookRetries {
+		if d < 0 {
+			errs = append(errs, errors.New("WebhookRetries must not be negative"))
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("stripesim: config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
 // New returns a simulator, loading DataDir's state when set.
 func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:      cfg,
 		clock:    cfg.Clock,
@@ -185,10 +217,15 @@ func (s *Server) Close() error {
 }
 
 // SetFaults replaces the injected faults, for scenarios that change mid-run.
-func (s *Server) SetFaults(f Faults) {
+// Invalid faults are refused and the old ones kept.
+func (s *Server) SetFaults(f Faults) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = f
+	return nil
 }
 
 // Ledger returns every successful payment, in the order they happened.
