@@ -266,6 +266,10 @@ func testAggregate(t *testing.T, b store.Backend) {
 		{"nothing matches", []store.Filter{{Field: "state", Op: store.OpEq, Value: "refunded"}}, []string{"amount"},
 			store.Aggregate{Count: 0, Sums: map[string]int64{"amount": 0}}},
 	}
+	set(t, b, "floats/f1", store.Data{"amount": 1.5})
+	if _, err := b.Aggregate(t.Context(), store.Query{Collection: "floats"}, "amount"); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("sum over a float64: err = %v, want ErrInvalid", err)
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := b.Aggregate(t.Context(), store.Query{Collection: "runs/2026-10/charges", Filters: tc.filters}, tc.sums...)
