@@ -42,7 +42,8 @@ func BenchmarkWrites(b *testing.B) {
 }
 
 func TestReopenKeepsData(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "sub", "dir", "billrun.db")
+	// Characters that mean something in a URI must not change the file used.
+	path := filepath.Join(t.TempDir(), "sub dir", "a?b#c%20", "billrun.db")
 	db, err := embedded.Open(t.Context(), path)
 	if err != nil {
 		t.Fatalf("open: %v", err)
@@ -59,6 +60,9 @@ func TestReopenKeepsData(t *testing.T) {
 	doc, err := open(t, path).Get(t.Context(), "runs/2026-10")
 	if err != nil || doc.Data["state"] != "completed" {
 		t.Fatalf("after reopen: %v, %v", doc.Data, err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the store is not in the named file: %v", err)
 	}
 }
 

@@ -69,7 +69,7 @@ func (d *DB) RunTransaction(ctx context.Context, fn func(ctx context.Context, tx
 	if err := t.guard.Err(); err != nil {
 		return err
 	}
-	now := time.Now().UTC().Truncate(time.Microsecond).UnixMicro()
+	now := time.Now().UnixMicro()
 	for _, w := range t.writes {
 		if err := t.apply(w, now); err != nil {
 			return err
