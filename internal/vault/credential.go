@@ -69,11 +69,9 @@ func parseCredential(signingSecret []byte, credential string) (string, bool) {
 	if !ok || !validRef(ref) || len(macHex) != macHexLen {
 		return "", false
 	}
-	got, err := hex.DecodeString(macHex)
-	if err != nil {
-		return "", false
-	}
-	return ref, hmac.Equal(got, mac(signingSecret, ref))
+	// Compared in its canonical hex form, so exactly one string opens a key.
+	want := hex.EncodeToString(mac(signingSecret, ref))
+	return ref, hmac.Equal([]byte(macHex), []byte(want))
 }
 
 // hashMatches compares a credential with a stored hash in constant time.
