@@ -46,6 +46,14 @@ func testF16_KeyExpiresMidRun(t *testing.T, be backend) {
 		t.Fatalf("after a lost answer: %+v, want 4000 reserved and pending", ks)
 	}
 
+	// Customer 5's answer is lost too; it will be reconciled through its old
+	// reference after the renewal, and must land on the new generation.
+	e.sim.SetFaults(stripesim.Faults{Error500After: 1})
+	if _, err := e.charge(ctx, keys[5].KeyRef, ids[5], "eur", 4000, idem(5)); err == nil {
+		t.Fatal("a forced 500 succeeded")
+	}
+	e.sim.SetFaults(stripesim.Faults{})
+
 	e.clock.Advance(61 * time.Minute)
 
 	// Expired keys are refused, whatever the request.
@@ -121,6 +129,17 @@ func testF16_KeyExpiresMidRun(t *testing.T, be backend) {
 		}
 	}
 
+	// Reconciling through the superseded reference settles the new generation.
+	if state, err := e.issuer.Reconcile(ctx, keys[5].KeyRef, idem(5), vault.Succeeded); err != nil || state != "committed" {
+		t.Fatalf("Reconcile through the old reference: %q, %v", state, err)
+	}
+	if old, _ := e.issuer.Key(ctx, keys[5].KeyRef); old.Reserved != 4000 || old.Spent != 0 || !old.Revoked {
+		t.Errorf("the superseded generation changed: %+v", old)
+	}
+	if cur, _ := e.issuer.Key(ctx, again[5].KeyRef); cur.Spent != 4000 || cur.Reserved != 0 {
+		t.Errorf("customer 5 gen 2 after Reconcile: %+v", cur)
+	}
+
 	// An operator's revocation is final: refused at the proxy, not renewed, and
 	// the customer is held on a retried page.
 	if err := e.issuer.Revoke(ctx, keys[4].KeyRef, "suspected leak"); err != nil {
@@ -137,7 +156,7 @@ func testF16_KeyExpiresMidRun(t *testing.T, be backend) {
 	if err != nil || !page[0].Held || page[0].Reason != vault.HoldKeyRevoked {
 		t.Fatalf("retried page for a revoked key: %+v, %v", page, err)
 	}
-	if len(e.sim.Ledger()) != 3 {
-		t.Errorf("%d payments, want 3", len(e.sim.Ledger()))
+	if len(e.sim.Ledger()) != 4 {
+		t.Errorf("%d payments, want 4", len(e.sim.Ledger()))
 	}
 }
