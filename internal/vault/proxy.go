@@ -109,6 +109,10 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 	return &proxy{cfg: cfg, base: base}, nil
 }
 
+// settledKept is logged when a forwarded request's reservation is left as it
+// was, because Stripe's answer does not say whether money moved.
+const settledKept = "kept"
+
 // exchange is one request's story, logged as one line.
 type exchange struct {
 	endpoint string
@@ -195,11 +199,12 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, ex *exchange) erro
 	if !ok {
 		return fmt.Errorf("no bearer credential: %w", ErrUnknownKey)
 	}
-	ref, ok := parseCredential(p.cfg.SigningSecret, strings.TrimSpace(credential))
+	credential = strings.TrimSpace(credential)
+	ref, ok := parseCredential(p.cfg.SigningSecret, credential)
 	if !ok {
+		// Never logged or echoed: a near miss is most of a credential.
 		return fmt.Errorf("credential does not verify: %w", ErrUnknownKey)
 	}
-	credential = strings.TrimSpace(credential)
 	ex.ref = ref
 	ex.endpoint = endpointOf(r.Method, r.URL.Path)
 	now := p.cfg.Now().UTC()
@@ -255,11 +260,11 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, ex *exchange) erro
 	defer cancel()
 	resp, err := p.forward(ctx, r, secret, body)
 	if err != nil {
-		ex.settled = statePending
+		ex.settled = settledKept
 		return err
 	}
 	ex.status = resp.status
-	ex.settled = statePending
+	ex.settled = settledKept
 	if o, definite := outcomeOf(resp.status); definite {
 		unlock := p.locks.lock(k.BudgetShard)
 		err := p.cfg.Store.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
@@ -272,7 +277,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, ex *exchange) erro
 			// Stripe's answer still goes back: the money has moved or not
 			// whatever the store says. The reservation stays pending, which
 			// over-counts and is settled by the next replay or Reconcile.
-			ex.settled = statePending
+			ex.settled = settledKept
 			p.cfg.Logger.Error("vault proxy: settle failed; reservation left pending",
 				"key", ref, "idempotency_key", c.IdempotencyKey, "stripe_status", resp.status, "error", err.Error())
 		}
