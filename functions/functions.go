@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	lazy := api.NewLazy(os.Getenv)
+	lazy := api.NewLazy(os.Getenv, os.Stderr)
 	for _, name := range api.Names() {
 		functions.HTTP(name, lazy.Handler(name))
 	}

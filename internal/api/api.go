@@ -49,10 +49,12 @@ type Deps struct {
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
-	// Lease, StalePending and MaxBodyBytes: 0 means the documented defaults.
-	Lease        time.Duration
-	StalePending time.Duration
-	MaxBodyBytes int64
+	// Lease, StalePending, AttemptWindow and MaxBodyBytes: 0 means the
+	// documented defaults (billing.Options, DefaultMaxBodyBytes).
+	Lease         time.Duration
+	StalePending  time.Duration
+	AttemptWindow time.Duration
+	MaxBodyBytes  int64
 }
 
 // Handlers are the four functions.
@@ -81,7 +83,7 @@ func Names() []string {
 // New builds every handler on one billing service.
 func New(d Deps) *Handlers {
 	svc := billing.New(d.Store, d.Stripe, billing.Options{
-		Lease: d.Lease, StalePending: d.StalePending, Now: d.Now, Logger: d.Logger,
+		Lease: d.Lease, StalePending: d.StalePending, AttemptWindow: d.AttemptWindow, Now: d.Now, Logger: d.Logger,
 	})
 	b := Base{Log: d.Logger, MaxBodyBytes: d.MaxBodyBytes}
 	return &Handlers{

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -133,41 +134,51 @@ func TestF4_ExecutionDiesAfterPreflight(t *testing.T) {
 }
 
 // TestF7_ChargeSlowerThanCallerDeadline: the caller gives up on a slow charge
-// and a second call starts while the first is still in flight: same key, one
-// payment, and the first call's answer is still recorded.
+// and a second call starts while the first is still in flight: it is told to
+// retry, the first call's answer is still recorded, one key, one payment.
 func TestF7_ChargeSlowerThanCallerDeadline(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b store.Backend) {
-		e := newEnv(t, b, envOptions{faults: stripesim.Faults{SlowCommit: 1, SlowCommitDelay: 300 * time.Millisecond, FirstAttempts: 1}})
+		atStripe := make(chan struct{}, 10)
+		e := newEnv(t, b, envOptions{
+			faults: stripesim.Faults{SlowCommit: 1, SlowCommitDelay: 300 * time.Millisecond, FirstAttempts: 1},
+			onStripe: func(r *http.Request) {
+				if r.Method == http.MethodPost && r.URL.Path == "/v1/payment_intents" {
+					atStripe <- struct{}{}
+				}
+			},
+		})
 		e.seed(visa(1)...)
-		impatient := &http.Client{Timeout: 50 * time.Millisecond}
-		if r := e.post(impatient, "Charge", map[string]any{"period": period, "customer_id": "c000"}); r.err == nil {
-			t.Fatalf("first call answered %d %v before its deadline; the fault did not bite", r.status, r.body)
+		ctx, giveUp := context.WithCancel(t.Context())
+		firstDone := make(chan reply, 1)
+		go func() {
+			firstDone <- e.postCtx(ctx, e.http, "Charge", map[string]any{"period": period, "customer_id": "c000"})
+		}()
+		<-atStripe // the first call's request reached Stripe and is slow…
+		giveUp()   // …so its caller's deadline passes.
+		if r := <-firstDone; r.err == nil {
+			t.Fatalf("first call answered %d %v before its caller gave up", r.status, r.body)
 		}
-		// The second call meets the key in flight: a retryable answer.
+		// The second call finds the first attempt in flight: retry later.
 		second := e.charge("c000")
-		if second.status != http.StatusServiceUnavailable {
-			t.Fatalf("concurrent call: %d %v, want 503 (key in use)", second.status, second.body)
+		wantStatus(t, second, http.StatusServiceUnavailable, "retry")
+		if second.header.Get("Retry-After") == "" {
+			t.Errorf("no Retry-After")
 		}
-		// Retries end when the first call has committed and recorded.
+		// The abandoned attempt still commits and is recorded.
 		var r reply
-		for range 200 {
+		for range 400 {
 			if r = e.charge("c000"); r.status == http.StatusOK {
 				break
 			}
 			time.Sleep(5 * time.Millisecond) // real time: the slow commit runs on real time
 		}
-		wantStatus(t, r, http.StatusOK, "")
+		wantStatus(t, r, http.StatusOK, "already_charged")
 		e.assertLedgerOnce()
-		keys := map[string]bool{}
-		for _, p := range e.stripePosts() {
-			keys[p.IdempotencyKey] = true
+		if n := len(e.stripePosts()); n != 1 {
+			t.Errorf("%d Stripe requests, want 1", n)
 		}
-		if len(keys) != 1 {
-			t.Errorf("keys used: %v, want one", keys)
-		}
-		rec := e.record("c000")
-		if rec.State != billing.StateSucceeded || int(rec.Attempts) != len(e.stripePosts()) {
-			t.Errorf("record %s after %d attempts; Stripe saw %d requests", rec.State, rec.Attempts, len(e.stripePosts()))
+		if rec := e.record("c000"); rec.State != billing.StateSucceeded || rec.Attempts != 1 {
+			t.Errorf("record %s after %d attempts", rec.State, rec.Attempts)
 		}
 	})
 }

@@ -83,6 +83,8 @@ type envOptions struct {
 	// carries an Idempotency-Key when a reused connection dies, which would
 	// hide a dropped answer from billrun (harmless: same key).
 	noKeepAlive bool
+	// onStripe sees every request on its way to the simulator.
+	onStripe func(*http.Request)
 }
 
 func newEnv(t *testing.T, b store.Backend, opts envOptions) *env {
@@ -92,7 +94,12 @@ func newEnv(t *testing.T, b store.Backend, opts envOptions) *env {
 	if err != nil {
 		t.Fatalf("stripesim: %v", err)
 	}
-	simSrv := httptest.NewServer(sim)
+	simSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if opts.onStripe != nil {
+			opts.onStripe(r)
+		}
+		sim.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() { simSrv.Close(); sim.Close() })
 	handlerStore := b
 	if opts.wrap != nil {
@@ -192,6 +199,11 @@ func (r reply) num(k string) int64 {
 
 // post sends a JSON body to one function.
 func (e *env) post(client *http.Client, fn string, body any) reply {
+	return e.postCtx(context.Background(), client, fn, body)
+}
+
+// postCtx is post with a context the caller may cancel (a caller giving up).
+func (e *env) postCtx(ctx context.Context, client *http.Client, fn string, body any) reply {
 	var raw []byte
 	switch b := body.(type) {
 	case string:
@@ -204,7 +216,12 @@ func (e *env) post(client *http.Client, fn string, body any) reply {
 			e.t.Fatal(err)
 		}
 	}
-	resp, err := client.Post(e.url+"/"+fn, "application/json", bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/"+fn, bytes.NewReader(raw))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
 	if err != nil {
 		return reply{err: err}
 	}

@@ -3,15 +3,19 @@ package api
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"sync"
 
+	"cloud.google.com/go/firestore"
+
 	"billrun.dev/billrun/internal/billing"
 	"billrun.dev/billrun/internal/config"
 	"billrun.dev/billrun/internal/store"
 	"billrun.dev/billrun/internal/store/embedded"
+	"billrun.dev/billrun/internal/store/firestoredb"
 )
 
 // Open builds the handlers from a validated configuration: the store it names,
@@ -26,6 +30,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (h *Handlers
 	h = New(Deps{
 		Store: b, Stripe: billing.Direct{Client: stripeClient}, Logger: log,
 		Lease: cfg.Lease, StalePending: cfg.StalePending, MaxBodyBytes: cfg.MaxBodyBytes,
+		// The Stripe request gets three quarters of the window, recording the
+		// answer the rest.
+		AttemptWindow: cfg.StripeTimeout * 4 / 3,
 	})
 	return h, b.Close, nil
 }
@@ -41,6 +48,13 @@ func openStore(ctx context.Context, cfg config.Config) (store.Backend, error) {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
 		return db, nil
+	case config.StoreFirestore:
+		// FIRESTORE_EMULATOR_HOST, when set, points the client at an emulator.
+		client, err := firestore.NewClientWithDatabase(ctx, cfg.Project, cfg.Database)
+		if err != nil {
+			return nil, fmt.Errorf("open store: firestore: %w", err)
+		}
+		return firestoredb.NewFromClient(client), nil
 	default:
 		return nil, fmt.Errorf("open store: unsupported store %q", cfg.Store)
 	}
@@ -52,12 +66,16 @@ func openStore(ctx context.Context, cfg config.Config) (store.Backend, error) {
 // instead of crashing the instance in a loop.
 type Lazy struct {
 	getenv func(string) string
+	logs   io.Writer
 	mu     sync.Mutex
 	h      *Handlers
 }
 
-// NewLazy returns a Lazy reading the environment through getenv.
-func NewLazy(getenv func(string) string) *Lazy { return &Lazy{getenv: getenv} }
+// NewLazy returns a Lazy reading the environment through getenv and logging
+// to logs (os.Stderr in a function: Cloud Logging reads it).
+func NewLazy(getenv func(string) string, logs io.Writer) *Lazy {
+	return &Lazy{getenv: getenv, logs: logs}
+}
 
 // Handler returns the named function's handler.
 func (l *Lazy) Handler(name string) http.HandlerFunc {
@@ -78,7 +96,7 @@ func (l *Lazy) handlers() (*Handlers, error) {
 		return l.h, nil
 	}
 	cfg, err := config.Load(l.getenv)
-	log := cfg.Logger(os.Stderr)
+	log := cfg.Logger(l.logs)
 	if err != nil {
 		log.Error("billrun configuration", "error", err.Error())
 		return nil, err

@@ -99,6 +99,12 @@ const (
 	// the record is reconciled by listing before any new request. One hour of
 	// margin covers clock skew and slow requests.
 	DefaultStalePending = 23 * time.Hour
+	// DefaultAttemptWindow bounds one attempt (the Stripe request and
+	// recording its answer). While an attempt is that young and unanswered,
+	// other calls for the customer are told to retry instead of piling onto
+	// the same record and key; an attempt whose process died stops blocking
+	// once the window passes.
+	DefaultAttemptWindow = 40 * time.Second
 	// StripeKeyWindow is how long Stripe keeps idempotency keys.
 	StripeKeyWindow = 24 * time.Hour
 	// DefaultPageSize is the due-customers page size when the caller gives 0.
@@ -116,6 +122,9 @@ type Options struct {
 	// StalePending is when a pending record must be reconciled before a new
 	// Stripe request; 0 means DefaultStalePending. Must be below StripeKeyWindow.
 	StalePending time.Duration
+	// AttemptWindow bounds one Stripe attempt; 0 means DefaultAttemptWindow.
+	// Keep it above the Stripe client's request timeout.
+	AttemptWindow time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives one line per decision; nil discards.
@@ -124,30 +133,35 @@ type Options struct {
 
 // Service runs billing operations on one store and one source of Stripe clients.
 type Service struct {
-	store        store.Backend
-	stripe       Clients
-	lease        time.Duration
-	stalePending time.Duration
-	now          func() time.Time
-	log          *slog.Logger
+	store         store.Backend
+	stripe        Clients
+	lease         time.Duration
+	stalePending  time.Duration
+	attemptWindow time.Duration
+	now           func() time.Time
+	log           *slog.Logger
 }
 
 // New returns a Service. stripe may be nil for a Service that never charges
 // (for example an inspection tool); Charge then fails.
 func New(b store.Backend, stripe Clients, opts Options) *Service {
 	s := &Service{
-		store:        b,
-		stripe:       stripe,
-		lease:        opts.Lease,
-		stalePending: opts.StalePending,
-		now:          opts.Now,
-		log:          opts.Logger,
+		store:         b,
+		stripe:        stripe,
+		lease:         opts.Lease,
+		stalePending:  opts.StalePending,
+		attemptWindow: opts.AttemptWindow,
+		now:           opts.Now,
+		log:           opts.Logger,
 	}
 	if s.lease <= 0 {
 		s.lease = DefaultLease
 	}
 	if s.stalePending <= 0 {
 		s.stalePending = DefaultStalePending
+	}
+	if s.attemptWindow <= 0 {
+		s.attemptWindow = DefaultAttemptWindow
 	}
 	if s.now == nil {
 		s.now = time.Now

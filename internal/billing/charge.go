@@ -98,8 +98,8 @@ func resultFrom(rec ChargeRecord, fresh bool) ChargeResult {
 //     metadata), then settle the record from the answer. Answers that leave the
 //     outcome unknown keep the record pending: a retry sends the same key.
 //
-// Steps after the first run detached from ctx's cancellation: a caller that
-// gives up (a workflow deadline) must not stop an answer from being recorded.
+// While one attempt is in flight, other calls for the customer answer "retry"
+// without a request of their own.
 func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, error) {
 	now := s.clock()
 	if err := ValidatePeriod(req.Period, now); err != nil {
@@ -114,6 +114,16 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 	if s.stripe == nil {
 		return ChargeResult{}, fmt.Errorf("charge: %w: no Stripe client configured", ErrStripeConfig)
 	}
+	// Fast path without a transaction: most repeated calls find the record
+	// settled, or another attempt in flight, and need not contend for it.
+	if rec, err := GetCharge(ctx, s.store, req.Period, req.CustomerID); err == nil {
+		if r, ok := s.answerWithoutAttempt(rec, now); ok {
+			s.logResult(ctx, req, r)
+			return r, nil
+		}
+	} else if !isNotFound(err) {
+		return ChargeResult{}, fmt.Errorf("charge: %w", err)
+	}
 	reconciled := false
 	for {
 		step, err := s.beginAttempt(ctx, req, reconciled)
@@ -124,32 +134,71 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 			s.logResult(ctx, req, *step.done)
 			return *step.done, nil
 		}
-		work := context.WithoutCancel(ctx)
-		client, err := s.stripe.StripeClient(work, ChargeRef{Period: req.Period, CustomerID: req.CustomerID, KeyRef: req.KeyRef})
-		if err != nil {
-			return ChargeResult{}, fmt.Errorf("charge %s/%s: stripe client: %w", req.Period, req.CustomerID, err)
+		res, again, err := s.attempt(ctx, req, step)
+		if !again {
+			return res, err
 		}
-		if step.reconcile {
-			v, found, err := s.reconcile(work, client, step.rec)
-			if err != nil {
-				return s.settle(work, req, reconcileFailed(err), false)
-			}
-			if found {
-				return s.settle(work, req, v, true)
-			}
+		reconciled = true
+	}
+}
+
+// attempt makes the Stripe requests of one attempt and settles the record. It
+// runs detached from ctx's cancellation (a caller that gives up must not stop
+// an answer from being recorded), within the attempt window. again asks for a
+// new attempt after reconciliation found no payment.
+func (s *Service) attempt(ctx context.Context, req ChargeRequest, step attemptStep) (res ChargeResult, again bool, err error) {
+	detached := context.WithoutCancel(ctx)
+	work, cancel := context.WithTimeout(detached, s.attemptWindow*3/4)
+	defer cancel()
+	client, err := s.stripe.StripeClient(work, ChargeRef{Period: req.Period, CustomerID: req.CustomerID, KeyRef: req.KeyRef})
+	if err != nil {
+		return ChargeResult{}, false, fmt.Errorf("charge %s/%s: stripe client: %w", req.Period, req.CustomerID, err)
+	}
+	var v verdict
+	reconciled := false
+	if step.reconcile {
+		found := false
+		v, found, err = s.reconcile(work, client, step.rec)
+		switch {
+		case err != nil:
+			v = reconcileFailed(err)
+		case !found:
+			return ChargeResult{}, true, nil
+		default:
 			reconciled = true
-			continue
 		}
+	} else {
 		pi, err := client.V1PaymentIntents.Create(work, createParams(step.rec))
-		v := verdict{}
 		if err != nil {
 			v = classifyError(err)
 		} else {
 			v = classifyIntent(pi)
 		}
-		return s.settle(work, req, v, false)
 	}
+	settleCtx, cancelSettle := context.WithTimeout(detached, s.attemptWindow/4)
+	defer cancelSettle()
+	res, err = s.settle(settleCtx, req, v, reconciled)
+	return res, false, err
 }
+
+// answerWithoutAttempt answers from the record alone when no Stripe request is
+// needed or allowed: it is settled, or another attempt is in flight.
+func (s *Service) answerWithoutAttempt(rec ChargeRecord, now time.Time) (ChargeResult, bool) {
+	if rec.State.Terminal() {
+		return resultFrom(rec, false), true
+	}
+	if left, busy := rec.inFlight(now, s.attemptWindow); busy {
+		r := resultFrom(rec, false)
+		r.Outcome, r.ErrorCode, r.Reason = OutcomeRetry, "attempt_in_flight", "another attempt for this customer is in flight"
+		r.RetryAfter = min(max(left, time.Second), maxInFlightRetryAfter)
+		return r, true
+	}
+	return ChargeResult{}, false
+}
+
+// maxInFlightRetryAfter caps Retry-After while another attempt runs: most end
+// within a second, and a dead one is detected when the window passes.
+const maxInFlightRetryAfter = 5 * time.Second
 
 // attemptStep is what beginAttempt decided.
 type attemptStep struct {
@@ -176,8 +225,7 @@ func (s *Service) beginAttempt(ctx context.Context, req ChargeRequest, reconcile
 			if err != nil {
 				return err
 			}
-			if rec.State.Terminal() {
-				r := resultFrom(rec, false)
+			if r, ok := s.answerWithoutAttempt(rec, now); ok {
 				step.done = &r
 				return nil
 			}
@@ -340,7 +388,7 @@ func (s *Service) settle(ctx context.Context, req ChargeRequest, v verdict, reco
 			res = resultFrom(rec, false)
 			return nil
 		}
-		rec.UpdatedAt = now
+		rec.UpdatedAt, rec.LastAnswerAt = now, now
 		rec.ErrorCode, rec.DeclineCode, rec.Reason = v.code, v.declineCode, v.reason
 		if v.paymentIntent != "" {
 			rec.PaymentIntent = v.paymentIntent
