@@ -73,12 +73,14 @@ func testReplays_OneReservation(t *testing.T, be backend) {
 }
 
 // TestBurst_NeverOverCap fires 60 concurrent charges with distinct idempotency
-// keys at one key that allows many charges: exactly as many as fit in the cap
-// go through, the rest are refused with vault_cap_exceeded.
+// keys at one key that allows many charges, through three proxy instances so
+// that the store's transactions, not an in-memory queue, keep the cap: exactly
+// as many as fit in the cap go through, the rest are refused with
+// vault_cap_exceeded.
 func TestBurst_NeverOverCap(t *testing.T) { eachBackend(t, testBurst_NeverOverCap) }
 
 func testBurst_NeverOverCap(t *testing.T, be backend) {
-	e := newEnv(t, be, envOptions{issuer: vault.IssuerConfig{MaxChargesPerKey: 100}})
+	e := newEnv(t, be, envOptions{instances: 3, issuer: vault.IssuerConfig{MaxChargesPerKey: 100}})
 	ctx := t.Context()
 	id := e.customers(1)[0]
 	keys, err := e.issuer.IssuePage(ctx, period, []vault.IssueRequest{{Customer: id, Currency: "usd", Amount: 10_000, Ceiling: 10_000}})
@@ -101,17 +103,18 @@ func testBurst_NeverOverCap(t *testing.T, be backend) {
 	if ok.Load() != 10 || refused.Load() != 50 || ks.Spent != 10_000 || ks.Reserved != 0 || e.paid()[id] != 10_000 {
 		t.Errorf("burst: %d through, %d refused, key %+v, paid %d; want exactly 10 × 1000 = cap", ok.Load(), refused.Load(), ks, e.paid()[id])
 	}
+	t.Logf("burst of 60 on one key: %d through, %d vault_cap_exceeded, spent %d of cap 10000; %d busy answers retried", ok.Load(), refused.Load(), ks.Spent, e.busy.Load())
 }
 
 // TestRunBudget_HoldsUnderFanOut issues 100 keys whose caps (ceilings of 5000)
 // are far above their expected amounts (1000), then has a compromised charge
 // path send 3000 on every key from 20 parallel branches: what gets through is
 // bounded by the run budget (expected × 110%), shard by shard, and refusals say
-// vault_budget_exceeded.
+// vault_budget_exceeded. Three proxy instances share the fan-out.
 func TestRunBudget_HoldsUnderFanOut(t *testing.T) { eachBackend(t, testRunBudget_HoldsUnderFanOut) }
 
 func testRunBudget_HoldsUnderFanOut(t *testing.T, be backend) {
-	e := newEnv(t, be, envOptions{issuer: vault.IssuerConfig{ShardSize: 25, BudgetMarginPercent: 110}})
+	e := newEnv(t, be, envOptions{instances: 3, issuer: vault.IssuerConfig{ShardSize: 25, BudgetMarginPercent: 110}})
 	ctx := t.Context()
 	const n = 100
 	ids := e.customers(n)
@@ -154,5 +157,6 @@ func testRunBudget_HoldsUnderFanOut(t *testing.T, be backend) {
 	if total > b.Total || total != after.Used || ok.Load() != 36 || refused.Load() != 64 {
 		t.Errorf("paid %d (%d payments, %d refused), budget %+v", total, ok.Load(), refused.Load(), after)
 	}
-	t.Logf("fan-out: %d payments of 3000 (total %d) within a budget of %d; %d refused vault_budget_exceeded", ok.Load(), total, b.Total, refused.Load())
+	t.Logf("fan-out: %d payments of 3000 (total %d) within a budget of %d; %d refused vault_budget_exceeded; %d busy answers retried",
+		ok.Load(), total, b.Total, refused.Load(), e.busy.Load())
 }

@@ -89,7 +89,9 @@ type env struct {
 	store        store.Backend
 	sim          *stripesim.Server
 	simURL       string
-	proxyURL     string
+	proxyURL     string   // the first instance
+	proxyURLs    []string // every instance; clients take turns
+	turn         atomic.Int64
 	issuer       *vault.Issuer
 	signing      []byte
 	stripeSecret string
@@ -105,6 +107,8 @@ type envOptions struct {
 	faults       stripesim.Faults
 	stripeSecret string
 	signing      []byte
+	// instances is the number of proxy instances; 0 means 1.
+	instances int
 	// simDataDir keeps the simulator's journal in the data directory.
 	simDataDir bool
 	// upstream wraps the proxy's transport to Stripe, for faults on the wire.
@@ -210,21 +214,26 @@ func newEnv(t *testing.T, b backend, o envOptions) *env {
 	if o.upstream != nil {
 		transport = o.upstream(transport)
 	}
-	proxy, err := vault.NewProxy(vault.ProxyConfig{
-		Store:         db,
-		StripeURL:     simSrv.URL,
-		StripeSecret:  vault.StaticSecret(e.stripeSecret),
-		SigningSecret: e.signing,
-		Now:           e.clock.Now,
-		Logger:        logger,
-		Client:        &http.Client{Transport: transport, Timeout: 10 * time.Second},
-	})
-	if err != nil {
-		t.Fatal(err)
+	// Each instance has its own in-memory queue, like separate function
+	// instances: between them, only the store's transactions keep the caps.
+	for range max(o.instances, 1) {
+		proxy, err := vault.NewProxy(vault.ProxyConfig{
+			Store:         db,
+			StripeURL:     simSrv.URL,
+			StripeSecret:  vault.StaticSecret(e.stripeSecret),
+			SigningSecret: e.signing,
+			Now:           e.clock.Now,
+			Logger:        logger,
+			Client:        &http.Client{Transport: transport, Timeout: 10 * time.Second},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxySrv := httptest.NewServer(proxy)
+		t.Cleanup(proxySrv.Close)
+		e.proxyURLs = append(e.proxyURLs, proxySrv.URL)
 	}
-	proxySrv := httptest.NewServer(proxy)
-	t.Cleanup(proxySrv.Close)
-	e.proxyURL = proxySrv.URL
+	e.proxyURL = e.proxyURLs[0]
 	e.responses = &recorder{next: http.DefaultTransport.(*http.Transport).Clone()}
 	e.http = &http.Client{Transport: e.responses, Timeout: 20 * time.Second}
 	e.direct = stripe.NewClient(e.stripeSecret, stripe.WithBackends(stripe.NewBackendsWithConfig(&stripe.BackendConfig{
@@ -233,11 +242,13 @@ func newEnv(t *testing.T, b backend, o envOptions) *env {
 	return e
 }
 
-// client is Charge's stripe-go client for one key: pointed at the proxy, with
-// the key's credential as its API key and no SDK retries (the workflow retries).
+// client is Charge's stripe-go client for one key: pointed at a proxy instance
+// (in turn), with the key's credential as its API key and no SDK retries (the
+// workflow retries).
 func (e *env) client(ref string) *stripe.Client {
+	url := e.proxyURLs[int(e.turn.Add(1))%len(e.proxyURLs)]
 	return stripe.NewClient(vault.Credential(e.signing, ref), stripe.WithBackends(stripe.NewBackendsWithConfig(&stripe.BackendConfig{
-		URL: stripe.String(e.proxyURL), MaxNetworkRetries: stripe.Int64(0), HTTPClient: e.http,
+		URL: stripe.String(url), MaxNetworkRetries: stripe.Int64(0), HTTPClient: e.http,
 		LeveledLogger: quiet,
 	})))
 }
