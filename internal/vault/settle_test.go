@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stripe/stripe-go/v82"
 
@@ -192,3 +193,53 @@ func answer(pi *stripe.PaymentIntent, err error) (int, string, http.Header) {
 	// through as it was.
 	return 0, "non-json", nil
 }
+
+// TestCallerHangsUp_StillSettled: Charge gives up while Stripe is still
+// committing the payment. The proxy finishes the call on its own and commits
+// the reservation, so the next attempt finds a settled key, not an
+// indeterminate one.
+func TestCallerHangsUp_StillSettled(t *testing.T) { eachBackend(t, testCallerHangsUp_StillSettled) }
+
+func testCallerHangsUp_StillSettled(t *testing.T, be backend) {
+	// The caller hangs up at the moment the proxy starts its call to Stripe.
+	caller, hangUp := context.WithCancel(t.Context())
+	defer hangUp()
+	e := newEnv(t, be, envOptions{upstream: func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			hangUp()
+			return next.RoundTrip(req)
+		})
+	}})
+	ctx := t.Context()
+	customer := e.customers(1)[0]
+	keys, err := e.issuer.IssuePage(ctx, period, []vault.IssueRequest{{Customer: customer, Currency: "usd", Amount: 1500, Ceiling: 2000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := keys[0].KeyRef
+	if _, err := e.charge(caller, ref, customer, "usd", 1500, "charge-"+customer); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller did not hang up: %v", err)
+	}
+	// The proxy is still waiting on Stripe; wait for it to settle, bounded.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ks, err := e.issuer.Key(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ks.Spent == 1500 && ks.Reserved == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled after the caller hung up: %+v", ks)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(e.sim.Ledger()) != 1 {
+		t.Fatalf("%d payments", len(e.sim.Ledger()))
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
