@@ -4,11 +4,14 @@
 // move more money than the run intended (invariants I3 and I5, scenarios F2 and
 // F16 of DESIGN.md).
 //
-// Issuance (Issuer.IssuePage) writes one key document per (period, customer) in
-// vault_keys/{keyRef} with a cap that comes from a source independent of the
+// Issuance (Issuer.IssuePage) writes one live key per (period, customer) in
+// vault_keys/{keyRef}, with a cap that comes from a source independent of the
 // amount (the customer's ceiling, a multiple of recent payments, a configured
-// default), and budget shards under vault_runs/{period}/budget_shards that bound
-// what all keys of the run let through together. The workflow sees key
+// default); vault_runs/{period}/customers/{customer} points to the customer's
+// current key, which makes issuing idempotent, and budget shards under
+// vault_runs/{period}/budget_shards bound what all keys of the run let through
+// together. An expired key is renewed as a new generation that carries over
+// its cap and what it spent or holds reserved. The workflow sees key
 // references only; the usable credential is HMAC(signing secret, reference),
 // which only the functions can compute, and the key document stores only its
 // hash.
