@@ -1,6 +1,7 @@
 package vault
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -150,7 +151,12 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 
 // IssueRequest is one due customer of a page.
 type IssueRequest struct {
+	// Customer is billrun's customer id: issuance is idempotent per (period,
+	// Customer).
 	Customer string
+	// StripeCustomer is the Stripe customer id that every request on the key
+	// must name; "" means Customer is the Stripe id.
+	StripeCustomer string
 	// Currency is the ISO code in lower case, as Stripe writes it.
 	Currency string
 	// Amount is what the run means to charge, in minor units.
@@ -197,6 +203,9 @@ func checkCustomer(id string) error {
 func checkRequest(r IssueRequest) error {
 	if err := checkCustomer(r.Customer); err != nil {
 		return err
+	}
+	if len(r.StripeCustomer) > 255 {
+		return fmt.Errorf("customer %s: Stripe customer id too long: %w", r.Customer, ErrInvalid)
 	}
 	if !currencyRE.MatchString(r.Currency) {
 		return fmt.Errorf("customer %s: currency %q is not a lower-case ISO code: %w", r.Customer, r.Currency, ErrInvalid)
@@ -378,6 +387,7 @@ func (is *Issuer) newKey(period string, r IssueRequest, limit int64, source stri
 		Ref:          ref,
 		Period:       period,
 		Customer:     r.Customer,
+		Stripe:       cmp.Or(r.StripeCustomer, r.Customer),
 		Currency:     r.Currency,
 		Amount:       r.Amount,
 		Cap:          limit,

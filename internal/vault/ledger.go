@@ -16,7 +16,7 @@ const maxChain = 32
 // charge is what the proxy read from a payment request.
 type charge struct {
 	IdempotencyKey string
-	Customer       string
+	Customer       string // the Stripe customer id
 	Currency       string
 	Amount         int64
 }
@@ -69,8 +69,8 @@ func reserve(ctx context.Context, tx store.Tx, ref, credential string, c charge,
 	if err := authorize(k, credential, EndpointCreatePaymentIntent, now); err != nil {
 		return false, err
 	}
-	if c.Customer != k.Customer {
-		return false, fmt.Errorf("key %s is for customer %s, request names %s: %w", ref, k.Customer, c.Customer, ErrCustomerMismatch)
+	if c.Customer != k.Stripe {
+		return false, fmt.Errorf("key %s is for Stripe customer %s, request names %s: %w", ref, k.Stripe, c.Customer, ErrCustomerMismatch)
 	}
 	if c.Currency != k.Currency {
 		return false, fmt.Errorf("key %s is for %s, request is in %s: %w", ref, k.Currency, c.Currency, ErrCurrencyMismatch)

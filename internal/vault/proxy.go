@@ -220,7 +220,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, ex *exchange) erro
 		if err := authorize(k, credential, ex.endpoint, now); err != nil {
 			return err
 		}
-		ex.charge.Customer = k.Customer
+		ex.charge.Customer = k.Stripe
 		return p.read(w, r, k, ex)
 	}
 	// A connected-account header would move the charge to another account.
@@ -408,8 +408,8 @@ func (p *proxy) forward(ctx context.Context, r *http.Request, secret string, bod
 // read forwards a PaymentIntent read, restricted to the key's customer.
 func (p *proxy) read(w http.ResponseWriter, r *http.Request, k keyRecord, ex *exchange) error {
 	if ex.endpoint == EndpointListPaymentIntents {
-		if c := r.URL.Query()["customer"]; len(c) != 1 || c[0] != k.Customer {
-			return fmt.Errorf("key %s lists only customer %s's PaymentIntents: %w", k.Ref, k.Customer, ErrCustomerMismatch)
+		if c := r.URL.Query()["customer"]; len(c) != 1 || c[0] != k.Stripe {
+			return fmt.Errorf("key %s lists only customer %s's PaymentIntents: %w", k.Ref, k.Stripe, ErrCustomerMismatch)
 		}
 	}
 	secret, err := p.cfg.StripeSecret.StripeSecret(r.Context())
@@ -422,8 +422,8 @@ func (p *proxy) read(w http.ResponseWriter, r *http.Request, k keyRecord, ex *ex
 	}
 	ex.status = resp.status
 	if ex.endpoint == EndpointGetPaymentIntent && resp.status == http.StatusOK {
-		if owner := customerOf(resp.body); owner != k.Customer {
-			return fmt.Errorf("key %s reads only customer %s's PaymentIntents: %w", k.Ref, k.Customer, ErrCustomerMismatch)
+		if owner := customerOf(resp.body); owner != k.Stripe {
+			return fmt.Errorf("key %s reads only customer %s's PaymentIntents: %w", k.Ref, k.Stripe, ErrCustomerMismatch)
 		}
 	}
 	resp.write(w)

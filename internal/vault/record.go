@@ -57,7 +57,8 @@ type reservation struct {
 type keyRecord struct {
 	Ref          string
 	Period       string
-	Customer     string
+	Customer     string // billrun's customer id
+	Stripe       string // the Stripe customer id every request must name
 	Currency     string
 	Amount       int64 // expected amount at issuance, for the record
 	Cap          int64
@@ -114,26 +115,27 @@ func (k *keyRecord) data() store.Data {
 		eps[i] = e
 	}
 	return store.Data{
-		"period":        k.Period,
-		"customer":      k.Customer,
-		"currency":      k.Currency,
-		"amount":        k.Amount,
-		"cap":           k.Cap,
-		"cap_source":    k.CapSource,
-		"spent":         k.Spent,
-		"reserved":      k.Reserved,
-		"max_charges":   k.MaxCharges,
-		"reservations":  k.reservationsData(),
-		"endpoints":     eps,
-		"expires_at":    k.ExpiresAt,
-		"generation":    k.Generation,
-		"revoked":       k.Revoked,
-		"revoke_reason": k.RevokeReason,
-		"superseded_by": k.SupersededBy,
-		"supersedes":    k.Supersedes,
-		"secret_hash":   k.SecretHash,
-		"budget_shard":  k.BudgetShard,
-		"created_at":    k.CreatedAt,
+		"period":          k.Period,
+		"customer":        k.Customer,
+		"stripe_customer": k.Stripe,
+		"currency":        k.Currency,
+		"amount":          k.Amount,
+		"cap":             k.Cap,
+		"cap_source":      k.CapSource,
+		"spent":           k.Spent,
+		"reserved":        k.Reserved,
+		"max_charges":     k.MaxCharges,
+		"reservations":    k.reservationsData(),
+		"endpoints":       eps,
+		"expires_at":      k.ExpiresAt,
+		"generation":      k.Generation,
+		"revoked":         k.Revoked,
+		"revoke_reason":   k.RevokeReason,
+		"superseded_by":   k.SupersededBy,
+		"supersedes":      k.Supersedes,
+		"secret_hash":     k.SecretHash,
+		"budget_shard":    k.BudgetShard,
+		"created_at":      k.CreatedAt,
 	}
 }
 
@@ -146,6 +148,7 @@ func decodeKey(doc store.Doc) (keyRecord, error) {
 		Ref:          doc.ID(),
 		Period:       d.str("period"),
 		Customer:     d.str("customer"),
+		Stripe:       d.str("stripe_customer"),
 		Currency:     d.str("currency"),
 		Amount:       d.i64("amount"),
 		Cap:          d.i64("cap"),

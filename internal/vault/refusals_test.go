@@ -157,3 +157,35 @@ func posts(e *env) int {
 	}
 	return n
 }
+
+// TestStripeCustomer_Enforced: a key is issued for billrun's customer id and
+// bound to its Stripe customer id, which every request must name.
+func TestStripeCustomer_Enforced(t *testing.T) { eachBackend(t, testStripeCustomer_Enforced) }
+
+func testStripeCustomer_Enforced(t *testing.T, be backend) {
+	e := newEnv(t, be, envOptions{})
+	ctx := t.Context()
+	ids := e.customers(2)
+	req := vault.IssueRequest{Customer: "acct-42", StripeCustomer: ids[0], Currency: "usd", Amount: 1000, Ceiling: 2000}
+	keys, err := e.issuer.IssuePage(ctx, period, []vault.IssueRequest{req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys[0].Customer != "acct-42" {
+		t.Fatalf("issued for %q", keys[0].Customer)
+	}
+	for _, other := range []string{ids[1], "acct-42"} {
+		if _, err := e.charge(ctx, keys[0].KeyRef, other, "usd", 1000, "charge-"+other); vaultCode(err) != "vault_customer_mismatch" {
+			t.Errorf("naming %s: %v, want vault_customer_mismatch", other, err)
+		}
+	}
+	if _, err := e.charge(ctx, keys[0].KeyRef, ids[0], "usd", 1000, "charge-acct-42"); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := e.issuer.IssuePage(ctx, period, []vault.IssueRequest{req}); err != nil || again[0].KeyRef != keys[0].KeyRef {
+		t.Errorf("retried page: %+v, %v", again, err)
+	}
+	if paid := e.paid(); paid[ids[0]] != 1000 || len(paid) != 1 {
+		t.Errorf("paid %v", paid)
+	}
+}
