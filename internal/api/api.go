@@ -59,7 +59,6 @@ type Deps struct {
 
 // Handlers are the four functions.
 type Handlers struct {
-	Service       *billing.Service
 	Preflight     http.Handler
 	DueCustomers  http.Handler
 	Charge        http.Handler
@@ -87,7 +86,6 @@ func New(d Deps) *Handlers {
 	})
 	b := Base{Log: d.Logger, MaxBodyBytes: d.MaxBodyBytes}
 	return &Handlers{
-		Service:       svc,
 		Preflight:     Preflight(svc, b),
 		DueCustomers:  DueCustomers(svc, b),
 		Charge:        Charge(svc, b),

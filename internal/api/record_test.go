@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"billrun.dev/billrun/internal/billing"
@@ -54,5 +55,40 @@ func TestAmountFixedByWriteAheadRecord(t *testing.T) {
 		if n := len(e.assertLedgerOnce()); n != 3 {
 			t.Errorf("%d payments, want 3", n)
 		}
+	})
+}
+
+// TestCursorSkippingAheadDoesNotFinishEnumeration: a page that starts past
+// the customers enumerated so far neither counts nor completes enumeration, so
+// the run cannot be completed with customers never seen.
+func TestCursorSkippingAheadDoesNotFinishEnumeration(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{})
+		e.seed(visa(6)...)
+		wantStatus(t, e.preflight("exec-1"), http.StatusOK, "")
+		page := e.call("DueCustomers", map[string]any{"period": period, "execution_id": "exec-1", "page_size": 2})
+		wantStatus(t, page, http.StatusOK, "")
+		skip := e.call("DueCustomers", map[string]any{"period": period, "execution_id": "exec-1", "cursor": "c003"})
+		wantStatus(t, skip, http.StatusOK, "")
+		if skip.body["done"] != true || skip.num("due_count") != 2 {
+			t.Fatalf("skipping page: %v, want the last page with due_count still 2", skip.body)
+		}
+		for _, id := range []string{"c000", "c001", "c004", "c005"} {
+			wantStatus(t, e.charge(id), http.StatusOK, "charged")
+		}
+		done := e.call("MarkCompleted", map[string]any{"period": period, "execution_id": "exec-1"})
+		if done.status != http.StatusConflict || !strings.Contains(done.str("error"), "enumeration") {
+			t.Fatalf("mark completed: %d %v, want 409 (enumeration not finished)", done.status, done.body)
+		}
+		// Paging on from the last real cursor finishes the job.
+		rest := e.call("DueCustomers", map[string]any{"period": period, "execution_id": "exec-1", "cursor": page.str("next_cursor")})
+		if rest.body["done"] != true || rest.num("due_count") != 6 {
+			t.Fatalf("resumed paging: %v", rest.body)
+		}
+		for _, id := range []string{"c002", "c003"} {
+			wantStatus(t, e.charge(id), http.StatusOK, "charged")
+		}
+		e.assertSummary(e.call("MarkCompleted", map[string]any{"period": period, "execution_id": "exec-1"}), 6, map[string]int64{"succeeded": 6})
+		e.assertAllTerminal()
 	})
 }

@@ -181,6 +181,10 @@ func (s *Service) PlanDuePage(ctx context.Context, tx store.Tx, req DueRequest) 
 			}
 		}
 	}
+	// A page extends the enumeration only if it starts within what was already
+	// enumerated: a cursor that skips ahead must not let customers in between
+	// go uncounted while the run is marked fully enumerated.
+	extends := !run.EnumDone && req.Cursor <= run.EnumCursor
 	for _, cdoc := range customers {
 		id := cdoc.ID()
 		rec, ok := plan.Records[id]
@@ -194,7 +198,7 @@ func (s *Service) PlanDuePage(ctx context.Context, tx store.Tx, req DueRequest) 
 			plan.Page.Customers = append(plan.Page.Customers, DueCustomer{CustomerID: id, Amount: rec.Amount, Currency: rec.Currency})
 		}
 		// Count each customer once, however often a page is re-read.
-		if !run.EnumDone && id > run.EnumCursor {
+		if extends && id > run.EnumCursor {
 			run.EnumCursor = id
 			run.DueCount++
 			if rec.Currency != "" && !slices.Contains(run.Currencies, rec.Currency) {
@@ -203,9 +207,10 @@ func (s *Service) PlanDuePage(ctx context.Context, tx store.Tx, req DueRequest) 
 			}
 		}
 	}
-	if done {
+	if done && extends {
 		run.EnumDone = true
-	} else {
+	}
+	if !done {
 		plan.Page.NextCursor = customers[len(customers)-1].ID()
 	}
 	run.LeaseExpiresAt, run.UpdatedAt = now.Add(s.lease), now
