@@ -153,8 +153,14 @@ func TestF7_ChargeSlowerThanCallerDeadline(t *testing.T) {
 		go func() {
 			firstDone <- e.postCtx(ctx, e.http, "Charge", map[string]any{"period": period, "customer_id": "c000"})
 		}()
-		<-atStripe // the first call's request reached Stripe and is slow…
-		giveUp()   // …so its caller's deadline passes.
+		select {
+		case <-atStripe: // the first call's request reached Stripe and is slow…
+		case r := <-firstDone:
+			t.Fatalf("first call answered %d %v (%v) before reaching Stripe", r.status, r.body, r.err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("first call never reached Stripe")
+		}
+		giveUp() // …so its caller's deadline passes.
 		if r := <-firstDone; r.err == nil {
 			t.Fatalf("first call answered %d %v before its caller gave up", r.status, r.body)
 		}
