@@ -209,8 +209,15 @@ type attemptStep struct {
 	rec       ChargeRecord
 }
 
+// beginTimeout bounds the transaction that begins an attempt. Under heavy
+// contention for one record a store's retries can back off for minutes; a
+// caller is better answered 503 and retrying later.
+const beginTimeout = 10 * time.Second
+
 // beginAttempt is step 1 of the protocol, in one transaction.
 func (s *Service) beginAttempt(ctx context.Context, req ChargeRequest, reconciled bool) (attemptStep, error) {
+	ctx, cancel := context.WithTimeout(ctx, beginTimeout)
+	defer cancel()
 	now := s.clock()
 	var step attemptStep
 	path := chargePath(req.Period, req.CustomerID)
