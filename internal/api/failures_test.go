@@ -134,13 +134,15 @@ func TestF4_ExecutionDiesAfterPreflight(t *testing.T) {
 }
 
 // TestF7_ChargeSlowerThanCallerDeadline: the caller gives up on a slow charge
-// and a second call starts while the first is still in flight: it is told to
-// retry, the first call's answer is still recorded, one key, one payment.
+// and a second call starts on another instance while the first is still in
+// flight: it is told to retry; the first call's answer is still recorded; one
+// key, one payment.
 func TestF7_ChargeSlowerThanCallerDeadline(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b store.Backend) {
 		atStripe := make(chan struct{}, 10)
 		e := newEnv(t, b, envOptions{
-			faults: stripesim.Faults{SlowCommit: 1, SlowCommitDelay: 300 * time.Millisecond, FirstAttempts: 1},
+			instances: 2,
+			faults:    stripesim.Faults{SlowCommit: 1, SlowCommitDelay: 300 * time.Millisecond, FirstAttempts: 1},
 			onStripe: func(r *http.Request) {
 				if r.Method == http.MethodPost && r.URL.Path == "/v1/payment_intents" {
 					atStripe <- struct{}{}
@@ -151,7 +153,7 @@ func TestF7_ChargeSlowerThanCallerDeadline(t *testing.T) {
 		ctx, giveUp := context.WithCancel(t.Context())
 		firstDone := make(chan reply, 1)
 		go func() {
-			firstDone <- e.postCtx(ctx, e.http, "Charge", map[string]any{"period": period, "customer_id": "c000"})
+			firstDone <- e.postCtx(ctx, e.http, 0, "Charge", map[string]any{"period": period, "customer_id": "c000"})
 		}()
 		select {
 		case <-atStripe: // the first call's request reached Stripe and is slow…
@@ -164,21 +166,17 @@ func TestF7_ChargeSlowerThanCallerDeadline(t *testing.T) {
 		if r := <-firstDone; r.err == nil {
 			t.Fatalf("first call answered %d %v before its caller gave up", r.status, r.body)
 		}
-		// The second call finds the first attempt in flight: retry later.
-		second := e.charge("c000")
+		// A second call on another instance finds the attempt in flight in the
+		// store: retry later, no request of its own.
+		second := e.chargeOn(1, "c000")
 		wantStatus(t, second, http.StatusServiceUnavailable, "retry")
-		if second.header.Get("Retry-After") == "" {
-			t.Errorf("no Retry-After")
+		if second.header.Get("Retry-After") == "" || second.str("error_code") != "attempt_in_flight" {
+			t.Errorf("second call: %v, Retry-After %q", second.body, second.header.Get("Retry-After"))
 		}
-		// The abandoned attempt still commits and is recorded.
-		var r reply
-		for range 400 {
-			if r = e.charge("c000"); r.status == http.StatusOK {
-				break
-			}
-			time.Sleep(5 * time.Millisecond) // real time: the slow commit runs on real time
-		}
-		wantStatus(t, r, http.StatusOK, "already_charged")
+		// A call on the first instance waits its turn behind the abandoned
+		// attempt, which still commits and is recorded.
+		wantStatus(t, e.chargeOn(0, "c000"), http.StatusOK, "already_charged")
+		wantStatus(t, e.chargeOn(1, "c000"), http.StatusOK, "already_charged")
 		e.assertLedgerOnce()
 		if n := len(e.stripePosts()); n != 1 {
 			t.Errorf("%d Stripe requests, want 1", n)

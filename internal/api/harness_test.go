@@ -64,11 +64,12 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b store.Backend)) {
 // env is one billing deployment over real HTTP: handlers on an httptest server,
 // the real stripe-go client, the Stripe simulator, one store, one manual clock.
 type env struct {
-	t      *testing.T
-	clock  *stripesim.ManualClock
-	sim    *stripesim.Server
-	store  store.Backend
-	url    string
+	t     *testing.T
+	clock *stripesim.ManualClock
+	sim   *stripesim.Server
+	store store.Backend
+	// urls are the function instances; calls go to the first unless said.
+	urls   []string
 	http   *http.Client
 	stripe *stripe.Client // the test's own client, for seeding
 	// faults are the simulator's faults outside seeding.
@@ -85,6 +86,9 @@ type envOptions struct {
 	noKeepAlive bool
 	// onStripe sees every request on its way to the simulator.
 	onStripe func(*http.Request)
+	// instances is how many function instances (each its own handlers and
+	// billing service) serve over the one store; 0 means 1.
+	instances int
 }
 
 func newEnv(t *testing.T, b store.Backend, opts envOptions) *env {
@@ -109,16 +113,20 @@ func newEnv(t *testing.T, b store.Backend, opts envOptions) *env {
 	if opts.noKeepAlive {
 		stripeHTTP.Transport = &http.Transport{DisableKeepAlives: true}
 	}
-	h := api.New(api.Deps{
-		Store:  handlerStore,
-		Stripe: billing.Direct{Client: billing.NewStripeClient("sk_test_billrun", simSrv.URL, stripeHTTP)},
-		Now:    clock.Now,
-		Lease:  testLease,
-	})
-	srv := httptest.NewServer(h.Mux())
-	t.Cleanup(srv.Close)
+	var urls []string
+	for range max(opts.instances, 1) {
+		h := api.New(api.Deps{
+			Store:  handlerStore,
+			Stripe: billing.Direct{Client: billing.NewStripeClient("sk_test_billrun", simSrv.URL, stripeHTTP)},
+			Now:    clock.Now,
+			Lease:  testLease,
+		})
+		srv := httptest.NewServer(h.Mux())
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL)
+	}
 	return &env{
-		t: t, clock: clock, sim: sim, store: b, url: srv.URL, faults: opts.faults,
+		t: t, clock: clock, sim: sim, store: b, urls: urls, faults: opts.faults,
 		http:   &http.Client{Timeout: 30 * time.Second},
 		stripe: billing.NewStripeClient("sk_test_seed", simSrv.URL, &http.Client{Timeout: 10 * time.Second}),
 	}
@@ -199,11 +207,12 @@ func (r reply) num(k string) int64 {
 
 // post sends a JSON body to one function.
 func (e *env) post(client *http.Client, fn string, body any) reply {
-	return e.postCtx(context.Background(), client, fn, body)
+	return e.postCtx(context.Background(), client, 0, fn, body)
 }
 
-// postCtx is post with a context the caller may cancel (a caller giving up).
-func (e *env) postCtx(ctx context.Context, client *http.Client, fn string, body any) reply {
+// postCtx is post to one instance, with a context the caller may cancel (a
+// caller giving up).
+func (e *env) postCtx(ctx context.Context, client *http.Client, instance int, fn string, body any) reply {
 	var raw []byte
 	switch b := body.(type) {
 	case string:
@@ -216,7 +225,7 @@ func (e *env) postCtx(ctx context.Context, client *http.Client, fn string, body 
 			e.t.Fatal(err)
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/"+fn, bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.urls[instance]+"/"+fn, bytes.NewReader(raw))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -245,17 +254,23 @@ func (e *env) preflight(exec string) reply {
 	return e.call(api.NamePreflight, map[string]any{"period": period, "execution_id": exec})
 }
 
-func (e *env) charge(customer string) reply {
-	return e.call(api.NameCharge, map[string]any{"period": period, "customer_id": customer})
+func (e *env) charge(customer string) reply { return e.chargeOn(0, customer) }
+
+func (e *env) chargeOn(instance int, customer string) reply {
+	return e.postCtx(context.Background(), e.http, instance, api.NameCharge, map[string]any{"period": period, "customer_id": customer})
 }
 
 // chargeUntilSettled retries a charge the way the workflow does: on 429/503 and
 // transport errors, after Retry-After on the manual clock (never a real sleep),
 // at most maxTries times.
 func (e *env) chargeUntilSettled(customer string, maxTries int) (reply, int) {
+	return e.chargeUntilSettledOn(0, customer, maxTries)
+}
+
+func (e *env) chargeUntilSettledOn(instance int, customer string, maxTries int) (reply, int) {
 	var r reply
 	for try := 1; try <= maxTries; try++ {
-		r = e.charge(customer)
+		r = e.chargeOn(instance, customer)
 		if r.err == nil && r.status != http.StatusServiceUnavailable && r.status != http.StatusTooManyRequests {
 			return r, try
 		}

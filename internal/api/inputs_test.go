@@ -13,11 +13,16 @@ import (
 )
 
 // TestConcurrentChargesOnePayment: 50 simultaneous Charge calls for one
-// customer make exactly one payment; every call ends 200 after retries.
+// customer, spread over 5 function instances sharing the store, make exactly
+// one payment; every call ends 200 after retries.
 func TestConcurrentChargesOnePayment(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b store.Backend) {
-		// Stripe latency makes all 50 requests overlap at Stripe, one key between them.
-		e := newEnv(t, b, envOptions{faults: stripesim.Faults{Latency: stripesim.Latency{Dist: "fixed", Min: 30 * time.Millisecond}}})
+		const instances = 5
+		e := newEnv(t, b, envOptions{
+			instances: instances,
+			// Stripe latency keeps the first request in flight while others arrive.
+			faults: stripesim.Faults{Latency: stripesim.Latency{Dist: "fixed", Min: 30 * time.Millisecond}},
+		})
 		e.seed(visa(1)...)
 		const n = 50
 		var wg sync.WaitGroup
@@ -29,8 +34,8 @@ func TestConcurrentChargesOnePayment(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				first[i] = e.charge("c000")
-				final[i], _ = e.chargeUntilSettled("c000", 100)
+				first[i] = e.chargeOn(i%instances, "c000")
+				final[i], _ = e.chargeUntilSettledOn(i%instances, "c000", 100)
 			}()
 		}
 		close(start)
@@ -112,7 +117,7 @@ func TestBadInputs(t *testing.T) {
 			})
 		}
 		t.Run("GET", func(t *testing.T) {
-			resp, err := e.http.Get(e.url + "/Charge")
+			resp, err := e.http.Get(e.urls[0] + "/Charge")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -140,6 +140,8 @@ type Service struct {
 	attemptWindow time.Duration
 	now           func() time.Time
 	log           *slog.Logger
+	// working serialises charges of one record within this instance.
+	working keyedLocks
 }
 
 // New returns a Service. stripe may be nil for a Service that never charges

@@ -114,15 +114,33 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 	if s.stripe == nil {
 		return ChargeResult{}, fmt.Errorf("charge: %w: no Stripe client configured", ErrStripeConfig)
 	}
+	// Calls for one customer in this instance take turns; a call that waited
+	// usually finds the record settled by the one before it.
+	waitCtx, cancelWait := context.WithTimeout(ctx, beginTimeout)
+	unlock, err := s.working.lock(waitCtx, chargePath(req.Period, req.CustomerID))
+	cancelWait()
+	if err != nil {
+		r := inFlightResult(ChargeRecord{CustomerID: req.CustomerID}, time.Second)
+		s.logResult(ctx, req, r)
+		return r, nil
+	}
+	defer unlock()
 	// Fast path without a transaction: most repeated calls find the record
-	// settled, or another attempt in flight, and need not contend for it.
+	// settled, or another instance's attempt in flight, and need not contend
+	// for it.
 	if rec, err := GetCharge(ctx, s.store, req.Period, req.CustomerID); err == nil {
-		if r, ok := s.answerWithoutAttempt(rec, now); ok {
+		if r, ok := s.answerWithoutAttempt(rec, s.clock()); ok {
 			s.logResult(ctx, req, r)
 			return r, nil
 		}
 	} else if !isNotFound(err) {
 		return ChargeResult{}, fmt.Errorf("charge: %w", err)
+	}
+	// The client comes before any attempt is counted: a vault that cannot make
+	// a credential must not leave an attempt that looks in flight.
+	client, err := s.stripe.StripeClient(ctx, ChargeRef{Period: req.Period, CustomerID: req.CustomerID, KeyRef: req.KeyRef})
+	if err != nil {
+		return ChargeResult{}, fmt.Errorf("charge %s/%s: stripe client: %w", req.Period, req.CustomerID, err)
 	}
 	reconciled := false
 	for {
@@ -134,7 +152,7 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 			s.logResult(ctx, req, *step.done)
 			return *step.done, nil
 		}
-		res, again, err := s.attempt(ctx, req, step)
+		res, again, err := s.attempt(ctx, client, req, step)
 		if !again {
 			return res, err
 		}
@@ -146,14 +164,10 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 // runs detached from ctx's cancellation (a caller that gives up must not stop
 // an answer from being recorded), within the attempt window. again asks for a
 // new attempt after reconciliation found no payment.
-func (s *Service) attempt(ctx context.Context, req ChargeRequest, step attemptStep) (res ChargeResult, again bool, err error) {
+func (s *Service) attempt(ctx context.Context, client *stripe.Client, req ChargeRequest, step attemptStep) (res ChargeResult, again bool, err error) {
 	detached := context.WithoutCancel(ctx)
 	work, cancel := context.WithTimeout(detached, s.attemptWindow*3/4)
 	defer cancel()
-	client, err := s.stripe.StripeClient(work, ChargeRef{Period: req.Period, CustomerID: req.CustomerID, KeyRef: req.KeyRef})
-	if err != nil {
-		return ChargeResult{}, false, fmt.Errorf("charge %s/%s: stripe client: %w", req.Period, req.CustomerID, err)
-	}
 	var v verdict
 	reconciled := false
 	if step.reconcile {
@@ -188,12 +202,17 @@ func (s *Service) answerWithoutAttempt(rec ChargeRecord, now time.Time) (ChargeR
 		return resultFrom(rec, false), true
 	}
 	if left, busy := rec.inFlight(now, s.attemptWindow); busy {
-		r := resultFrom(rec, false)
-		r.Outcome, r.ErrorCode, r.Reason = OutcomeRetry, "attempt_in_flight", "another attempt for this customer is in flight"
-		r.RetryAfter = min(max(left, time.Second), maxInFlightRetryAfter)
-		return r, true
+		return inFlightResult(rec, left), true
 	}
 	return ChargeResult{}, false
+}
+
+// inFlightResult tells the caller to retry while another attempt runs.
+func inFlightResult(rec ChargeRecord, left time.Duration) ChargeResult {
+	r := resultFrom(rec, false)
+	r.Outcome, r.ErrorCode, r.Reason = OutcomeRetry, "attempt_in_flight", "another attempt for this customer is in flight"
+	r.RetryAfter = min(max(left, time.Second), maxInFlightRetryAfter)
+	return r
 }
 
 // maxInFlightRetryAfter caps Retry-After while another attempt runs: most end
