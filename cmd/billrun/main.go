@@ -32,6 +32,7 @@ type cliEnv struct {
 // commands lists every subcommand. Keep it sorted by name.
 func commands() []command {
 	return []command{
+		demoCommand(),
 		stripeSimCommand(),
 		workflowCommand(),
 	}

@@ -1,0 +1,198 @@
+package main
+
+// What the local commands share: flags, the data directory, finding or
+// starting the local stack, and following an execution.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"billrun.dev/billrun/internal/billing"
+	"billrun.dev/billrun/internal/config"
+	"billrun.dev/billrun/internal/localstack"
+	"billrun.dev/billrun/internal/store/embedded"
+	"billrun.dev/billrun/internal/stripesim"
+)
+
+// Defaults of the local commands.
+const (
+	defaultDataDir  = config.DefaultDataDir
+	defaultWorkflow = "workflows/billing.yaml"
+	// serverFile, in the data directory, tells other billrun processes where
+	// the stack that owns the directory listens.
+	serverFile = "server.json"
+	// lockFile is held (flock) by the process whose stack owns the data
+	// directory: one simulator per directory.
+	lockFile = "stack.lock"
+	// progressEvery is how often a live view redraws.
+	progressEvery = 200 * time.Millisecond
+)
+
+// Exit statuses beyond 0 (done), 1 (failed) and 2 (usage).
+const (
+	exitAlreadyRunning = 3 // another execution is billing the period
+)
+
+// parseArgs parses flags (which may follow positional arguments) and returns
+// the positional ones; usage errors are printed by the flag package.
+func parseArgs(fs *flag.FlagSet, env *cliEnv, args []string) ([]string, error) {
+	return parseFlags(fs, env, args)
+}
+
+// dataDirFlag registers --data-dir.
+func dataDirFlag(fs *flag.FlagSet) *string {
+	return fs.String("data-dir", defaultDataDir, "the local stack's state: store, Stripe simulator, executions (`DIR`)")
+}
+
+// periodFlag registers --period; "" means the previous calendar month (UTC).
+func periodFlag(fs *flag.FlagSet) *string {
+	return fs.String("period", "", "billing period `YYYY-MM` (default: the previous calendar month, UTC)")
+}
+
+func resolvePeriod(p string, now time.Time) (string, error) {
+	if p == "" {
+		first := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+		return first.AddDate(0, -1, 0).Format("2006-01"), nil
+	}
+	if err := billing.ValidatePeriod(p, now); err != nil {
+		return "", fmt.Errorf("--period: %w", err)
+	}
+	return p, nil
+}
+
+// openStore opens the data directory's embedded store (several processes may
+// use it at once).
+func openStore(ctx context.Context, dataDir string) (*embedded.DB, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	return embedded.Open(ctx, filepath.Join(dataDir, config.EmbeddedFile))
+}
+
+// serverInfo is serverFile's content.
+type serverInfo struct {
+	PID          int    `json:"pid"`
+	API          string `json:"api"` // host:port of the Executions API
+	SimURL       string `json:"stripe_simulator"`
+	FunctionsURL string `json:"functions"`
+}
+
+// runningServer returns the stack serving dataDir from another process, if
+// one answers.
+func runningServer(dataDir string) (serverInfo, bool) {
+	var info serverInfo
+	b, err := os.ReadFile(filepath.Join(dataDir, serverFile))
+	if err != nil || json.Unmarshal(b, &info) != nil || info.PID == os.Getpid() {
+		return info, false
+	}
+	c, err := net.DialTimeout("tcp", info.API, time.Second)
+	if err != nil {
+		return info, false
+	}
+	c.Close()
+	return info, true
+}
+
+// stackOptions are the flags of the commands that may start a stack.
+type stackOptions struct {
+	workflow string
+	lease    time.Duration
+	faults   string
+	seed     int64
+	logLevel string
+}
+
+func (o *stackOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.workflow, "workflow", defaultWorkflow, "the billing workflow's YAML `FILE`")
+	fs.DurationVar(&o.lease, "lease", config.DefaultLease, "run lease: how long a silent execution keeps the period before another may take over")
+	fs.StringVar(&o.faults, "faults", "", "inject faults (local only): `SPEC`, see billrun help faults")
+	fs.Int64Var(&o.seed, "seed", 1, "seed of the sample customers and of the faults")
+	fs.StringVar(&o.logLevel, "log-level", "error", "level of the stack's logs on stderr: debug, info, warn, error")
+}
+
+// ownedStack is a stack this process started, holding the data directory.
+type ownedStack struct {
+	*localstack.Stack
+	lock    *os.File
+	dataDir string
+}
+
+// startStack starts the local stack on dataDir, which must not be served by
+// another process.
+func startStack(ctx context.Context, env *cliEnv, dataDir, apiAddr string, o stackOptions) (*ownedStack, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	faults, err := stripesim.ParseFaults(o.faults)
+	if err != nil {
+		return nil, fmt.Errorf("--faults: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dataDir, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("%s is served by another billrun process that is starting or stopping; try again", dataDir)
+	}
+	s, err := localstack.Start(ctx, localstack.Config{
+		DataDir: dataDir, WorkflowFile: o.workflow, Lease: o.lease, SimFaults: faults, Seed: o.seed,
+		APIAddr: apiAddr, Logs: env.stderr, LogLevel: level,
+	})
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	info := serverInfo{PID: os.Getpid(), API: strings.TrimPrefix(s.APIURL, "http://"), SimURL: s.SimURL, FunctionsURL: s.FunctionsURL}
+	b, _ := json.Marshal(info)
+	if err := os.WriteFile(filepath.Join(dataDir, serverFile), b, 0o600); err != nil {
+		s.Close()
+		lock.Close()
+		return nil, err
+	}
+	return &ownedStack{Stack: s, lock: lock, dataDir: dataDir}, nil
+}
+
+func (s *ownedStack) Close() error {
+	os.Remove(filepath.Join(s.dataDir, serverFile))
+	err := s.Stack.Close()
+	s.lock.Close()
+	return err
+}
+
+// printOut writes v as indented JSON when asJSON, else calls text.
+func printOut(w io.Writer, asJSON bool, v any, text func(io.Writer) error) error {
+	if !asJSON {
+		return text(w)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// usageError prints msg and the flag set's usage, and returns errUsage.
+func usageError(fs *flag.FlagSet, format string, args ...any) error {
+	fmt.Fprintf(fs.Output(), "billrun %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	fs.Usage()
+	return errUsage
+}
+
+// isCancelled reports whether err is the end of the command's context.
+func isCancelled(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"billrun.dev/billrun/internal/store"
+	"billrun.dev/billrun/internal/workflow"
+)
+
+// target is where local commands run executions: a `billrun serve` already
+// serving the data directory, or a stack this process starts.
+type target struct {
+	ex     executor
+	db     store.Backend
+	simURL string
+	close  []func() error
+}
+
+// openTarget finds the stack serving dataDir or starts one.
+func openTarget(ctx context.Context, env *cliEnv, dataDir string, so stackOptions) (*target, error) {
+	db, err := openStore(ctx, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	t := &target{db: db, close: []func() error{db.Close}}
+	if info, ok := runningServer(dataDir); ok {
+		if so.faults != "" {
+			t.Close()
+			return nil, fmt.Errorf("--faults needs a stack of its own, and billrun serve (pid %d) serves %s: stop it or use another --data-dir", info.PID, dataDir)
+		}
+		c, err := newClientExecutor(ctx, workflow.DefaultProject, workflow.DefaultLocation, info.API)
+		if err != nil {
+			t.Close()
+			return nil, err
+		}
+		t.ex, t.simURL = c, info.SimURL
+		t.close = append(t.close, c.Close)
+		return t, nil
+	}
+	s, err := startStack(ctx, env, dataDir, "", so)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	t.ex, t.simURL = stackExecutor{s.Stack}, s.SimURL
+	t.close = append(t.close, s.Close)
+	return t, nil
+}
+
+// Close releases everything in reverse order.
+func (t *target) Close() error {
+	var errs []error
+	for i := len(t.close) - 1; i >= 0; i-- {
+		errs = append(errs, t.close[i]())
+	}
+	return errors.Join(errs...)
+}
