@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 
 	"billrun.dev/billrun/internal/store"
@@ -224,13 +223,3 @@ func decideDoc(doc store.Doc, period string) (Customer, Decision) {
 
 // isNotFound reports a missing document.
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
-
-// sortedKeys returns m's keys in order, for deterministic output.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

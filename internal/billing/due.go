@@ -52,9 +52,6 @@ type DuePagePlan struct {
 	period  string
 }
 
-// Writes is the number of writes Apply makes.
-func (p *DuePagePlan) Writes() int { return len(p.Created) + 1 }
-
 // DueCustomers enumerates one page of customers in id order, creating each
 // customer's write-ahead charge record (amount, currency and key fixed here) in
 // one transaction, renewing the lease, and marking enumeration done on the last
@@ -79,8 +76,8 @@ func (s *Service) DueCustomers(ctx context.Context, req DueRequest) (DuePage, er
 	return plan.Page, nil
 }
 
-// ValidateDueRequest checks a page request and applies the default page size.
-func ValidateDueRequest(req *DueRequest, now time.Time) error {
+// validateDueRequest checks a page request and applies the default page size.
+func validateDueRequest(req *DueRequest, now time.Time) error {
 	if err := ValidatePeriod(req.Period, now); err != nil {
 		return err
 	}
@@ -104,7 +101,7 @@ func ValidateDueRequest(req *DueRequest, now time.Time) error {
 // PlanDuePage does the reads of a page inside tx and works out its writes.
 func (s *Service) PlanDuePage(ctx context.Context, tx store.Tx, req DueRequest) (*DuePagePlan, error) {
 	now := s.clock()
-	if err := ValidateDueRequest(&req, now); err != nil {
+	if err := validateDueRequest(&req, now); err != nil {
 		return nil, err
 	}
 	doc, err := tx.Get(ctx, runPath(req.Period))
