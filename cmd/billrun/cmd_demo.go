@@ -5,11 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
-	"billrun.dev/billrun/internal/billing"
-	"billrun.dev/billrun/internal/localstack"
 	"billrun.dev/billrun/internal/sample"
 )
 
@@ -74,8 +71,7 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 // the stack's simulator.
 func seedSample(ctx context.Context, w io.Writer, t *target, count int, seed int64, quiet bool) error {
 	begin := time.Now()
-	sc := billing.NewStripeClient(localstack.StripeKey, t.simURL, &http.Client{Timeout: 30 * time.Second})
-	if err := sample.Store(ctx, t.db, sc, sample.Generate(count, seed)); err != nil {
+	if err := storeWith(ctx, t, sample.Generate(count, seed)); err != nil {
 		return fmt.Errorf("seed customers: %w", err)
 	}
 	if !quiet {

@@ -132,8 +132,8 @@ func (e *clientExecutor) poll(ctx context.Context, name string) (*ended, error) 
 	return out, nil
 }
 
-// runReport is what billrun run and demo print with --json.
-type runReport struct {
+// runOutcome is what billrun run and demo print with --json.
+type runOutcome struct {
 	Period   string            `json:"period"`
 	Status   string            `json:"status"` // completed, already_billed, already_running, failed, cancelled
 	Elapsed  string            `json:"elapsed"`
@@ -168,7 +168,7 @@ func executePeriod(ctx context.Context, env *cliEnv, ex executor, db store.Backe
 		}
 		return err
 	}
-	rep := runReport{Period: period, Status: statusOf(end), Elapsed: time.Since(begin).Round(time.Millisecond).String(), Ended: end, Progress: snap}
+	rep := runOutcome{Period: period, Status: statusOf(end), Elapsed: time.Since(begin).Round(time.Millisecond).String(), Ended: end, Progress: snap}
 	if err := printOut(env.stdout, asJSON, rep, func(w io.Writer) error { return printRun(w, rep) }); err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func statusOf(e *ended) string {
 	return "completed"
 }
 
-func printRun(w io.Writer, r runReport) error {
+func printRun(w io.Writer, r runOutcome) error {
 	switch r.Status {
 	case string(billing.AlreadyBilled):
 		fmt.Fprintf(w, "billing %s: already billed, nothing charged (billrun report --period %s lists the outcomes)\n", r.Period, r.Period)

@@ -44,12 +44,6 @@ const (
 	exitAlreadyRunning = 3 // another execution is billing the period
 )
 
-// parseArgs parses flags (which may follow positional arguments) and returns
-// the positional ones; usage errors are printed by the flag package.
-func parseArgs(fs *flag.FlagSet, env *cliEnv, args []string) ([]string, error) {
-	return parseFlags(fs, env, args)
-}
-
 // dataDirFlag registers --data-dir.
 func dataDirFlag(fs *flag.FlagSet) *string {
 	return fs.String("data-dir", defaultDataDir, "the local stack's state: store, Stripe simulator, executions (`DIR`)")
@@ -111,6 +105,14 @@ type stackOptions struct {
 	faults   string
 	seed     int64
 	logLevel string
+}
+
+// defaultStackOptions are the flags' defaults, for commands that start a stack
+// without offering its flags.
+func defaultStackOptions() stackOptions {
+	var o stackOptions
+	o.register(flag.NewFlagSet("", flag.ContinueOnError))
+	return o
 }
 
 func (o *stackOptions) register(fs *flag.FlagSet) {

@@ -32,7 +32,12 @@ type cliEnv struct {
 // commands lists every subcommand. Keep it sorted by name.
 func commands() []command {
 	return []command{
+		auditCommand(),
+		customersCommand(),
 		demoCommand(),
+		reportCommand(),
+		runCommand(),
+		statusCommand(),
 		stripeSimCommand(),
 		workflowCommand(),
 	}

@@ -4,6 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/stripe/stripe-go/v82"
+
+	"billrun.dev/billrun/internal/billing"
+	"billrun.dev/billrun/internal/localstack"
 
 	"billrun.dev/billrun/internal/store"
 	"billrun.dev/billrun/internal/workflow"
@@ -56,4 +63,9 @@ func (t *target) Close() error {
 		errs = append(errs, t.close[i]())
 	}
 	return errors.Join(errs...)
+}
+
+// stripeClientFor is a stripe-go client for the target's simulator.
+func stripeClientFor(t *target) *stripe.Client {
+	return billing.NewStripeClient(localstack.StripeKey, t.simURL, &http.Client{Timeout: 30 * time.Second})
 }

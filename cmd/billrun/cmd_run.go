@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"billrun.dev/billrun/internal/config"
+	"billrun.dev/billrun/internal/sample"
+	"billrun.dev/billrun/internal/store/firestoredb"
+)
+
+func runCommand() command {
+	return command{name: "run", summary: "bill a period: locally, or on Google Cloud with --project", run: runRun}
+}
+
+func runRun(ctx context.Context, env *cliEnv, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	period := periodFlag(fs)
+	dataDir := dataDirFlag(fs)
+	asJSON := fs.Bool("json", false, "print the outcome as JSON, without the live view")
+	project := fs.String("project", "", "run on Google Cloud in this `PROJECT` (counts from its Firestore)")
+	location := fs.String("location", "us-central1", "the workflow's `REGION` on Google Cloud")
+	database := fs.String("database", config.DefaultDatabase, "the Firestore database `ID` on Google Cloud")
+	var so stackOptions
+	so.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: billrun run [--period YYYY-MM] [--data-dir DIR] [--faults SPEC] [--lease D] [--json]")
+		fmt.Fprintln(fs.Output(), "       billrun run --project P [--location L] [--period YYYY-MM] [--json]")
+		fmt.Fprintln(fs.Output(), "\nBills a period with the billing workflow and follows it with a live view.")
+		fmt.Fprintln(fs.Output(), "Locally it goes through a running `billrun serve` on the same data directory,")
+		fmt.Fprintln(fs.Output(), "else it starts the local stack in this process. With --project it starts the")
+		fmt.Fprintln(fs.Output(), "execution on Google Cloud (Application Default Credentials) and reads the")
+		fmt.Fprintln(fs.Output(), "counts from the run record in Firestore.")
+		fmt.Fprintln(fs.Output(), "\nExit status: 0 billed or already billed, 1 failed, 2 usage, 3 already running.")
+		fmt.Fprintln(fs.Output(), "\nFlags:")
+		fs.PrintDefaults()
+	}
+	pos, err := parseFlags(fs, env, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError(fs, "unexpected argument %q", pos[0])
+	}
+	p, err := resolvePeriod(*period, time.Now())
+	if err != nil {
+		return usageError(fs, "%v", err)
+	}
+	if *project == "" {
+		t, err := openTarget(ctx, env, *dataDir, so)
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		n, err := sample.Count(ctx, t.db)
+		if err != nil {
+			return err
+		}
+		return executePeriod(ctx, env, t.ex, t.db, p, n, *asJSON)
+	}
+	if so.faults != "" {
+		return usageError(fs, "--faults is local only")
+	}
+	ex, err := newClientExecutor(ctx, *project, *location, "")
+	if err != nil {
+		return err
+	}
+	defer ex.Close()
+	client, err := firestore.NewClientWithDatabase(ctx, *project, *database)
+	if err != nil {
+		return fmt.Errorf("firestore: %w", err)
+	}
+	db := firestoredb.NewFromClient(client)
+	defer db.Close()
+	n, err := sample.Count(ctx, db)
+	if err != nil {
+		return err
+	}
+	return executePeriod(ctx, env, ex, db, p, n, *asJSON)
+}
