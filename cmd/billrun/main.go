@@ -37,6 +37,7 @@ func commands() []command {
 		demoCommand(),
 		reportCommand(),
 		runCommand(),
+		serveCommand(),
 		statusCommand(),
 		stripeSimCommand(),
 		workflowCommand(),
