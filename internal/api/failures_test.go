@@ -14,29 +14,54 @@ import (
 )
 
 // TestF1_StoreWriteFailsAfterCharge: the write recording a successful charge
-// fails; the step is retried; Stripe replays; one payment, recorded once.
+// fails (or commits with its reply lost); the step is retried; one payment,
+// recorded once. Faults come from the store's faultstore wrapper.
 func TestF1_StoreWriteFailsAfterCharge(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b store.Backend) {
-		e := newEnv(t, b, envOptions{wrap: func(b store.Backend) store.Backend {
-			return &faultyStore{Backend: b, failTimes: 2}
-		}})
-		e.seed(visa(3)...)
-		res := e.runWorkflow("exec-1", 10, 1)
-		e.assertSummary(res.summary, 3, map[string]int64{"succeeded": 3})
-		recs := e.assertAllTerminal()
-		if got := recs["c000"].Attempts; got != 3 {
-			t.Errorf("c000 attempts = %d, want 3 (two answers were lost with the store write)", got)
-		}
-		replayed := 0
-		for _, r := range e.stripePosts() {
-			if r.Replayed {
-				replayed++
-			}
-		}
-		if replayed != 2 {
-			t.Errorf("%d replayed Stripe answers, want 2", replayed)
-		}
-	})
+	// c000's record is written by the page, by the attempt, then by the
+	// settlement: the third write is the one after the charge.
+	const settle = "runs/" + period + "/charges/c000@3"
+	cases := []struct {
+		name      string
+		faults    string
+		customers int
+		// attempts and replays for c000, when checked (-1: not checked).
+		attempts, replays int
+	}{
+		{"settlement write fails", "commit_fail=" + settle, 3, 2, 1},
+		{"settlement reply lost", "commit_lost=" + settle, 3, 1, 0},
+		{"random charge-record faults", "seed=7,commit_fail=charges:0.3,commit_lost=charges:0.15", 12, -1, -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b store.Backend) {
+				wrap, injected := withFaults(t, tc.faults, false)
+				e := newEnv(t, b, envOptions{wrap: wrap})
+				e.seed(visa(tc.customers)...)
+				res := e.runWorkflow("exec-1", 5, 2)
+				if injected() == 0 {
+					t.Fatal("no store fault was injected")
+				}
+				t.Logf("%d store faults injected; %d Charge calls for %d customers", injected(), res.charges, tc.customers)
+				e.assertSummary(res.summary, int64(tc.customers), map[string]int64{"succeeded": int64(tc.customers)})
+				recs := e.assertAllTerminal()
+				if tc.attempts < 0 {
+					return
+				}
+				if got := recs["c000"].Attempts; got != int64(tc.attempts) {
+					t.Errorf("c000 attempts = %d, want %d", got, tc.attempts)
+				}
+				replays := 0
+				for _, r := range e.stripePosts() {
+					if r.Replayed {
+						replays++
+					}
+				}
+				if replays != tc.replays {
+					t.Errorf("%d replayed Stripe answers, want %d", replays, tc.replays)
+				}
+			})
+		})
+	}
 }
 
 // TestF3_SecondExecutionAlreadyRunning: the scheduler fires twice and an
@@ -191,9 +216,10 @@ func TestF7_ChargeSlowerThanCallerDeadline(t *testing.T) {
 // before the record was written; the retry replays the same payment.
 func TestF8_CrashAfterStripeAnswered(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b store.Backend) {
-		e := newEnv(t, b, envOptions{wrap: func(b store.Backend) store.Backend {
-			return &faultyStore{Backend: b, failTimes: 1, crash: true}
-		}})
+		// c000's record is written by the attempt, then by the settlement:
+		// the process dies instead of the second write.
+		wrap, _ := withFaults(t, "commit_fail=runs/"+period+"/charges/c000@2", true)
+		e := newEnv(t, b, envOptions{wrap: wrap})
 		e.seed(visa(2)...)
 		if r := e.charge("c000"); r.err == nil {
 			t.Fatalf("the crash did not drop the connection: %d %v", r.status, r.body)

@@ -22,6 +22,7 @@ import (
 	"billrun.dev/billrun/internal/billing"
 	"billrun.dev/billrun/internal/store"
 	"billrun.dev/billrun/internal/store/embedded"
+	"billrun.dev/billrun/internal/store/faultstore"
 	"billrun.dev/billrun/internal/stripesim"
 )
 
@@ -315,7 +316,14 @@ func (e *env) runWorkflow(exec string, pageSize, workers int) runResult {
 	var mu sync.Mutex
 	cursor := ""
 	for {
-		page := e.call(api.NameDueCustomers, map[string]any{"period": period, "execution_id": exec, "cursor": cursor, "page_size": pageSize})
+		var page reply
+		for range 20 { // a page is retried like any step on 429/503
+			page = e.call(api.NameDueCustomers, map[string]any{"period": period, "execution_id": exec, "cursor": cursor, "page_size": pageSize})
+			if page.err != nil || page.status != http.StatusServiceUnavailable && page.status != http.StatusTooManyRequests {
+				break
+			}
+			e.waitRetryAfter(page)
+		}
 		if page.err != nil || page.status != http.StatusOK {
 			e.t.Fatalf("due customers: %d %v %v", page.status, page.body, page.err)
 		}
@@ -464,49 +472,35 @@ func wantStatus(t *testing.T, r reply, status int, outcome string) {
 	}
 }
 
-// faultyStore wraps a backend and fails the transaction that would first
-// record a successful charge, as a store outage (F1) or a crash (F8) would,
-// failTimes times.
-type faultyStore struct {
-	store.Backend
-	mu        sync.Mutex
-	failTimes int
-	crash     bool
-}
+// crashOnFault turns a store fault injected by faultstore into a crash of the
+// function: the connection drops without an answer. The transaction was rolled
+// back before the panic, as a real crash would leave it.
+type crashOnFault struct{ *faultstore.Store }
 
-var errInjected = errors.New("injected store fault")
-
-func (f *faultyStore) RunTransaction(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
-	err := f.Backend.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
-		return fn(ctx, &faultyTx{Tx: tx, f: f})
-	})
-	if errors.Is(err, errInjected) && f.crash {
-		// The process dies after Stripe answered, before the record was
-		// written: the connection drops without an answer. The store's own
-		// transaction has already been rolled back, as a real crash would.
+func (c crashOnFault) RunTransaction(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	err := c.Store.RunTransaction(ctx, fn)
+	if errors.Is(err, faultstore.ErrInjected) {
 		panic(http.ErrAbortHandler)
 	}
 	return err
 }
 
-type faultyTx struct {
-	store.Tx
-	f *faultyStore
-}
-
-func (t *faultyTx) Set(path string, data store.Data) error {
-	if data["state"] == string(billing.StateSucceeded) {
-		t.f.mu.Lock()
-		fail := t.f.failTimes > 0
-		if fail {
-			t.f.failTimes--
-		}
-		t.f.mu.Unlock()
-		if fail {
-			return fmt.Errorf("%w: %w", errInjected, store.ErrUnavailable)
-		}
+// withFaults returns an envOptions.wrap injecting a faultstore plan, and a
+// function counting the faults injected so far.
+func withFaults(t *testing.T, spec string, crash bool) (wrap func(store.Backend) store.Backend, injected func() int) {
+	plan, err := faultstore.Parse(spec)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return t.Tx.Set(path, data)
+	var fs *faultstore.Store
+	wrap = func(b store.Backend) store.Backend {
+		fs = faultstore.New(b, plan)
+		if crash {
+			return crashOnFault{fs}
+		}
+		return fs
+	}
+	return wrap, func() int { return len(fs.Injected()) }
 }
 
 // sortedOutcomes renders outcomes for messages.
