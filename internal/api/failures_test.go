@@ -191,11 +191,11 @@ func TestF7_ChargeSlowerThanCallerDeadline(t *testing.T) {
 		if r := <-firstDone; r.err == nil {
 			t.Fatalf("first call answered %d %v before its caller gave up", r.status, r.body)
 		}
-		// A second call on another instance finds the attempt in flight in the
-		// store: retry later, no request of its own.
+		// A second call on another instance sends the same key while the first
+		// request is still in flight: Stripe refuses it (409), so retry later.
 		second := e.chargeOn(1, "c000")
 		wantStatus(t, second, http.StatusServiceUnavailable, "retry")
-		if second.header.Get("Retry-After") == "" || second.str("error_code") != "attempt_in_flight" {
+		if second.header.Get("Retry-After") == "" || second.str("error_code") != "idempotency_key_in_use" {
 			t.Errorf("second call: %v, Retry-After %q", second.body, second.header.Get("Retry-After"))
 		}
 		// A call on the first instance waits its turn behind the abandoned
@@ -203,11 +203,12 @@ func TestF7_ChargeSlowerThanCallerDeadline(t *testing.T) {
 		wantStatus(t, e.chargeOn(0, "c000"), http.StatusOK, "already_charged")
 		wantStatus(t, e.chargeOn(1, "c000"), http.StatusOK, "already_charged")
 		e.assertAllTerminal()
-		if n := len(e.stripePosts()); n != 1 {
-			t.Errorf("%d Stripe requests, want 1", n)
+		posts := e.stripePosts()
+		if len(posts) != 2 || posts[0].IdempotencyKey != posts[1].IdempotencyKey {
+			t.Errorf("Stripe requests %+v, want 2 with one key", posts)
 		}
-		if rec := e.record("c000"); rec.State != billing.StateSucceeded || rec.Attempts != 1 {
-			t.Errorf("record %s after %d attempts", rec.State, rec.Attempts)
+		if rec := e.record("c000"); rec.State != billing.StateSucceeded || rec.Attempts != 2 {
+			t.Errorf("record %s after %d attempts, want succeeded after 2", rec.State, rec.Attempts)
 		}
 	})
 }

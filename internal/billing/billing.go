@@ -99,11 +99,9 @@ const (
 	// the record is reconciled by listing before any new request. One hour of
 	// margin covers clock skew and slow requests.
 	DefaultStalePending = 23 * time.Hour
-	// DefaultAttemptWindow bounds one attempt (the Stripe request and
-	// recording its answer). While an attempt is that young and unanswered,
-	// other calls for the customer are told to retry instead of piling onto
-	// the same record and key; an attempt whose process died stops blocking
-	// once the window passes.
+	// DefaultAttemptWindow bounds one attempt's work after the caller may have
+	// gone (the Stripe requests, then recording the answer), so a detached
+	// attempt cannot outlive its function call by much.
 	DefaultAttemptWindow = 40 * time.Second
 	// StripeKeyWindow is how long Stripe keeps idempotency keys.
 	StripeKeyWindow = 24 * time.Hour

@@ -98,8 +98,9 @@ func resultFrom(rec ChargeRecord, fresh bool) ChargeResult {
 //     metadata), then settle the record from the answer. Answers that leave the
 //     outcome unknown keep the record pending: a retry sends the same key.
 //
-// While one attempt is in flight, other calls for the customer answer "retry"
-// without a request of their own.
+// Calls for one customer within one instance take turns; calls on different
+// instances may overlap, and Stripe's idempotency (409 while the key is in
+// flight, then replays) keeps them to one payment.
 func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, error) {
 	now := s.clock()
 	if err := ValidatePeriod(req.Period, now); err != nil {
@@ -120,20 +121,19 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 	unlock, err := s.working.lock(waitCtx, chargePath(req.Period, req.CustomerID))
 	cancelWait()
 	if err != nil {
-		r := inFlightResult(ChargeRecord{CustomerID: req.CustomerID}, time.Second)
+		r := ChargeResult{Outcome: OutcomeRetry, CustomerID: req.CustomerID, ErrorCode: "attempt_in_flight",
+			Reason: "another call for this customer is still at work", RetryAfter: time.Second}
 		s.logResult(ctx, req, r)
 		return r, nil
 	}
 	defer unlock()
-	// Fast path without a transaction: most repeated calls find the record
-	// settled, or another instance's attempt in flight, and need not contend
-	// for it.
-	if rec, err := GetCharge(ctx, s.store, req.Period, req.CustomerID); err == nil {
-		if r, ok := s.answerWithoutAttempt(rec, s.clock()); ok {
-			s.logResult(ctx, req, r)
-			return r, nil
-		}
-	} else if !isNotFound(err) {
+	// Fast path without a transaction: repeated calls find the record settled
+	// and need not contend for it.
+	if rec, err := GetCharge(ctx, s.store, req.Period, req.CustomerID); err == nil && rec.State.Terminal() {
+		r := resultFrom(rec, false)
+		s.logResult(ctx, req, r)
+		return r, nil
+	} else if err != nil && !isNotFound(err) {
 		return ChargeResult{}, fmt.Errorf("charge: %w", err)
 	}
 	// The client comes before any attempt is counted: a vault that cannot make
@@ -195,30 +195,6 @@ func (s *Service) attempt(ctx context.Context, client *stripe.Client, req Charge
 	return res, false, err
 }
 
-// answerWithoutAttempt answers from the record alone when no Stripe request is
-// needed or allowed: it is settled, or another attempt is in flight.
-func (s *Service) answerWithoutAttempt(rec ChargeRecord, now time.Time) (ChargeResult, bool) {
-	if rec.State.Terminal() {
-		return resultFrom(rec, false), true
-	}
-	if left, busy := rec.inFlight(now, s.attemptWindow); busy {
-		return inFlightResult(rec, left), true
-	}
-	return ChargeResult{}, false
-}
-
-// inFlightResult tells the caller to retry while another attempt runs.
-func inFlightResult(rec ChargeRecord, left time.Duration) ChargeResult {
-	r := resultFrom(rec, false)
-	r.Outcome, r.ErrorCode, r.Reason = OutcomeRetry, "attempt_in_flight", "another attempt for this customer is in flight"
-	r.RetryAfter = min(max(left, time.Second), maxInFlightRetryAfter)
-	return r
-}
-
-// maxInFlightRetryAfter caps Retry-After while another attempt runs: most end
-// within a second, and a dead one is detected when the window passes.
-const maxInFlightRetryAfter = 5 * time.Second
-
 // attemptStep is what beginAttempt decided.
 type attemptStep struct {
 	// done is the answer when no Stripe request is needed.
@@ -251,7 +227,8 @@ func (s *Service) beginAttempt(ctx context.Context, req ChargeRequest, reconcile
 			if err != nil {
 				return err
 			}
-			if r, ok := s.answerWithoutAttempt(rec, now); ok {
+			if rec.State.Terminal() {
+				r := resultFrom(rec, false)
 				step.done = &r
 				return nil
 			}
@@ -414,7 +391,7 @@ func (s *Service) settle(ctx context.Context, req ChargeRequest, v verdict, reco
 			res = resultFrom(rec, false)
 			return nil
 		}
-		rec.UpdatedAt, rec.LastAnswerAt = now, now
+		rec.UpdatedAt = now
 		rec.ErrorCode, rec.DeclineCode, rec.Reason = v.code, v.declineCode, v.reason
 		if v.paymentIntent != "" {
 			rec.PaymentIntent = v.paymentIntent

@@ -35,10 +35,7 @@ type ChargeRecord struct {
 	// first attempt, or the latest reconciliation that found no payment.
 	WindowStart   time.Time
 	LastAttemptAt time.Time
-	// LastAnswerAt is when the latest answer (final or not) was recorded; an
-	// attempt begun after it is still in flight, or died.
-	LastAnswerAt time.Time
-	SettledAt    time.Time
+	SettledAt     time.Time
 	// ReconciledAt is when a stale record was last reconciled by listing, and
 	// Reconciliation what that found.
 	ReconciledAt   time.Time
@@ -62,7 +59,6 @@ const (
 	fUpdatedAt     = "updated_at"
 	fWindowStart   = "key_window_start"
 	fLastAttemptAt = "last_attempt_at"
-	fLastAnswerAt  = "last_answer_at"
 	fSettledAt     = "settled_at"
 	fReconciledAt  = "reconciled_at"
 	fReconcileNote = "reconciliation"
@@ -91,16 +87,6 @@ func newRecord(period string, c Customer, d Decision, now time.Time) ChargeRecor
 	return r
 }
 
-// inFlight reports an attempt that began, has no answer recorded yet and is
-// younger than window; it returns how long it may still run.
-func (r ChargeRecord) inFlight(now time.Time, window time.Duration) (time.Duration, bool) {
-	if r.State != StatePending || !r.LastAttemptAt.After(r.LastAnswerAt) {
-		return 0, false
-	}
-	left := r.LastAttemptAt.Add(window).Sub(now)
-	return left, left > 0
-}
-
 // data encodes the record.
 func (r ChargeRecord) data() store.Data {
 	d := store.Data{
@@ -124,7 +110,6 @@ func (r ChargeRecord) data() store.Data {
 	setTime(d, fUpdatedAt, r.UpdatedAt)
 	setTime(d, fWindowStart, r.WindowStart)
 	setTime(d, fLastAttemptAt, r.LastAttemptAt)
-	setTime(d, fLastAnswerAt, r.LastAnswerAt)
 	setTime(d, fSettledAt, r.SettledAt)
 	setTime(d, fReconciledAt, r.ReconciledAt)
 	return d
@@ -152,7 +137,6 @@ func recordFrom(doc store.Doc) (ChargeRecord, error) {
 		UpdatedAt:        f.time(fUpdatedAt),
 		WindowStart:      f.time(fWindowStart),
 		LastAttemptAt:    f.time(fLastAttemptAt),
-		LastAnswerAt:     f.time(fLastAnswerAt),
 		SettledAt:        f.time(fSettledAt),
 		ReconciledAt:     f.time(fReconciledAt),
 		Reconciliation:   f.str(fReconcileNote),
