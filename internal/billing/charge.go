@@ -136,8 +136,8 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 	} else if err != nil && !isNotFound(err) {
 		return ChargeResult{}, fmt.Errorf("charge: %w", err)
 	}
-	// The client comes before any attempt is counted: a vault that cannot make
-	// a credential must not leave an attempt that looks in flight.
+	// The client comes before any attempt is counted, so that a vault unable to
+	// make a credential leaves no attempt counted that never reached Stripe.
 	client, err := s.stripe.StripeClient(ctx, ChargeRef{Period: req.Period, CustomerID: req.CustomerID, KeyRef: req.KeyRef})
 	if err != nil {
 		return ChargeResult{}, fmt.Errorf("charge %s/%s: stripe client: %w", req.Period, req.CustomerID, err)
