@@ -42,10 +42,10 @@ type backendCase struct {
 
 // backends lists the stores every scenario runs on.
 func backends() []backendCase {
-	return append([]backendCase{{"embedded", openEmbedded}}, extraBackends()...)
+	return append([]backendCase{{"embedded", func(t *testing.T) store.Backend { return openEmbedded(t) }}}, extraBackends()...)
 }
 
-func openEmbedded(t *testing.T) store.Backend {
+func openEmbedded(t testing.TB) store.Backend {
 	t.Helper()
 	db, err := embedded.Open(t.Context(), filepath.Join(t.TempDir(), "store.db"))
 	if err != nil {
@@ -65,7 +65,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b store.Backend)) {
 // env is one billing deployment over real HTTP: handlers on an httptest server,
 // the real stripe-go client, the Stripe simulator, one store, one manual clock.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	clock *stripesim.ManualClock
 	sim   *stripesim.Server
 	store store.Backend
@@ -92,7 +92,7 @@ type envOptions struct {
 	instances int
 }
 
-func newEnv(t *testing.T, b store.Backend, opts envOptions) *env {
+func newEnv(t testing.TB, b store.Backend, opts envOptions) *env {
 	t.Helper()
 	clock := stripesim.NewManualClock(startTime)
 	sim, err := stripesim.New(stripesim.Config{Clock: clock, Seed: 1})
