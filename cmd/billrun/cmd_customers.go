@@ -112,7 +112,7 @@ func runCustomers(ctx context.Context, env *cliEnv, args []string) error {
 // storeWith stores customers, creating Stripe customers in the target's
 // simulator.
 func storeWith(ctx context.Context, t *target, customers []billing.Customer) error {
-	return sample.Store(ctx, t.db, stripeClientFor(t), customers)
+	return t.withoutFaults(func() error { return sample.Store(ctx, t.db, stripeClientFor(t), customers) })
 }
 
 // storeCustomers runs store on the data directory's stack (started here if

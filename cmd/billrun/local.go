@@ -105,6 +105,7 @@ type stackOptions struct {
 	faults   string
 	seed     int64
 	logLevel string
+	env      envFlag
 }
 
 // defaultStackOptions are the flags' defaults, for commands that start a stack
@@ -121,6 +122,8 @@ func (o *stackOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.faults, "faults", "", "inject faults (local only): `SPEC`, see billrun help faults")
 	fs.Int64Var(&o.seed, "seed", 1, "seed of the sample customers and of the faults")
 	fs.StringVar(&o.logLevel, "log-level", "error", "level of the stack's logs on stderr: debug, info, warn, error")
+	o.env = envFlag{}
+	fs.Var(o.env, "env", "set the workflow's environment variable `K=V` (BILLRUN_PAGE_SIZE, BILLRUN_CONCURRENCY, a function URL…; repeatable)")
 }
 
 // ownedStack is a stack this process started, holding the data directory.
@@ -128,6 +131,7 @@ type ownedStack struct {
 	*localstack.Stack
 	lock    *os.File
 	dataDir string
+	faults  stripesim.Faults
 }
 
 // startStack starts the local stack on dataDir, which must not be served by
@@ -154,7 +158,7 @@ func startStack(ctx context.Context, env *cliEnv, dataDir, apiAddr string, o sta
 	}
 	s, err := localstack.Start(ctx, localstack.Config{
 		DataDir: dataDir, WorkflowFile: o.workflow, Lease: o.lease, SimFaults: faults, Seed: o.seed,
-		APIAddr: apiAddr, Logs: env.stderr, LogLevel: level,
+		APIAddr: apiAddr, Logs: env.stderr, LogLevel: level, WorkflowEnv: o.env,
 	})
 	if err != nil {
 		lock.Close()
@@ -167,7 +171,7 @@ func startStack(ctx context.Context, env *cliEnv, dataDir, apiAddr string, o sta
 		lock.Close()
 		return nil, err
 	}
-	return &ownedStack{Stack: s, lock: lock, dataDir: dataDir}, nil
+	return &ownedStack{Stack: s, lock: lock, dataDir: dataDir, faults: faults}, nil
 }
 
 func (s *ownedStack) Close() error {

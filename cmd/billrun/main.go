@@ -35,6 +35,7 @@ func commands() []command {
 		auditCommand(),
 		customersCommand(),
 		demoCommand(),
+		helpCommand(),
 		reportCommand(),
 		runCommand(),
 		serveCommand(),

@@ -13,6 +13,7 @@ import (
 	"billrun.dev/billrun/internal/localstack"
 
 	"billrun.dev/billrun/internal/store"
+	"billrun.dev/billrun/internal/stripesim"
 	"billrun.dev/billrun/internal/workflow"
 )
 
@@ -22,6 +23,10 @@ type target struct {
 	ex     executor
 	db     store.Backend
 	simURL string
+	// sim is this process's simulator (nil through billrun serve), and faults
+	// the faults it injects during runs.
+	sim    *stripesim.Server
+	faults stripesim.Faults
 	close  []func() error
 }
 
@@ -51,7 +56,7 @@ func openTarget(ctx context.Context, env *cliEnv, dataDir string, so stackOption
 		t.Close()
 		return nil, err
 	}
-	t.ex, t.simURL = stackExecutor{s.Stack}, s.SimURL
+	t.ex, t.simURL, t.sim, t.faults = stackExecutor{s.Stack}, s.SimURL, s.Sim, s.faults
 	t.close = append(t.close, s.Close)
 	return t, nil
 }
@@ -63,6 +68,18 @@ func (t *target) Close() error {
 		errs = append(errs, t.close[i]())
 	}
 	return errors.Join(errs...)
+}
+
+// withoutFaults runs fn with the simulator's faults off: they are for billing
+// runs, not for setting customers up.
+func (t *target) withoutFaults(fn func() error) error {
+	if t.sim == nil {
+		return fn()
+	}
+	if err := t.sim.SetFaults(stripesim.Faults{}); err != nil {
+		return err
+	}
+	return errors.Join(fn(), t.sim.SetFaults(t.faults))
 }
 
 // stripeClientFor is a stripe-go client for the target's simulator.
