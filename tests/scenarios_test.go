@@ -1,0 +1,355 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"billrun.dev/billrun/internal/api"
+	"billrun.dev/billrun/internal/billing"
+	"billrun.dev/billrun/internal/sample"
+)
+
+// TestDemoTwice is the README's promise: the first demo bills, the second
+// charges nothing.
+func TestDemoTwice(t *testing.T) {
+	dir := t.TempDir()
+	const customers = 200
+	demo := func() runOutcome {
+		r := billrun(t, dir, "demo", "--customers", "200", "--period", period, "--json").mustSucceed(t, "demo")
+		var out runOutcome
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+			t.Fatalf("demo --json: %v\n%s", err, r.stdout)
+		}
+		return out
+	}
+	s := assertCompleted(t, demo(), customers)
+	if s.Counts[string(billing.StateSucceeded)] == 0 || s.Counts[string(billing.StateDeclined)] == 0 || s.Counts[string(billing.StateRequiresAction)] == 0 {
+		t.Errorf("the sample should pay, decline and need authentication: %v", s.Counts)
+	}
+	paid := len(assertOnce(t, dir))
+	if int64(paid) != s.Counts[string(billing.StateSucceeded)] {
+		t.Errorf("%d payments for %d successes", paid, s.Counts[string(billing.StateSucceeded)])
+	}
+	if out := demo(); out.Status != string(billing.AlreadyBilled) {
+		t.Fatalf("second demo: status %q, want already_billed", out.Status)
+	}
+	if again := len(assertOnce(t, dir)); again != paid {
+		t.Fatalf("the second demo made %d more payments", again-paid)
+	}
+	// The text view ends with the summary, and not with funcframework's
+	// "Serving function" lines.
+	r := billrun(t, dir, "demo", "--period", period).mustSucceed(t, "demo (text)")
+	if !bytes.Contains([]byte(r.stdout), []byte("already billed")) || bytes.Contains([]byte(r.stdout), []byte("Serving function")) {
+		t.Errorf("demo output:\n%s", r.stdout)
+	}
+}
+
+// TestF1_StoreWriteFailsAfterCharge needs store faults inside the served
+// functions, which read their configuration from the environment only.
+func TestF1_StoreWriteFailsAfterCharge(t *testing.T) {
+	t.Skip("F1 end to end needs a store-fault setting in internal/config (the functions are configured by environment only); F1 is covered in internal/api with faultstore")
+}
+
+// TestF2_AmountsInflatedTenfold: the sample's above-ceiling customers are
+// held by the vault's caps before Stripe; the others are billed.
+func TestF2_AmountsInflatedTenfold(t *testing.T) {
+	if !slices.Contains(api.Names(), "IssueVaultKeys") {
+		t.Skip("F2 needs the vault integration (IssueVaultKeys), not in this tree yet")
+	}
+	dir := t.TempDir()
+	const customers = 200
+	seedCustomers(t, dir, customers)
+	out, _ := runPeriod(t, dir)
+	assertCompleted(t, out, customers)
+	records := charges(t, dir)
+	paid := map[string]bool{}
+	for _, p := range assertOnce(t, dir) {
+		paid[p.Metadata[billing.MetaCustomer]] = true
+	}
+	held := 0
+	for _, c := range sample.Generate(customers, 1) {
+		if c.PlanAmount <= c.Ceiling {
+			continue
+		}
+		held++
+		if r := records[c.ID]; r.State != billing.StateHeldForReview || paid[c.ID] {
+			t.Errorf("%s billed %d above its ceiling %d: record %s, paid %t", c.ID, c.PlanAmount, c.Ceiling, r.State, paid[c.ID])
+		}
+	}
+	if held == 0 {
+		t.Fatal("the sample has no customer above its ceiling")
+	}
+}
+
+// TestF3_TwoExecutionsAtOnce starts two executions of one period at the same
+// moment through billrun serve: one bills, the other ends saying why.
+func TestF3_TwoExecutionsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	const customers = 200
+	startServe(t, dir, "--faults", "latency=10ms")
+	seedCustomers(t, dir, customers)
+	outs := make([]runOutcome, 2)
+	var wg sync.WaitGroup
+	for i := range outs {
+		wg.Go(func() { outs[i], _ = runPeriod(t, dir) })
+	}
+	wg.Wait()
+	completed := 0
+	for _, out := range outs {
+		t.Logf("execution %s: %s", out.Execution.ID, out.Status)
+		switch out.Status {
+		case "completed":
+			completed++
+			assertCompleted(t, out, customers)
+		case string(billing.AlreadyRunning), string(billing.AlreadyBilled):
+		default:
+			t.Errorf("execution %s: status %q", out.Execution.ID, out.Status)
+		}
+	}
+	if completed != 1 {
+		t.Fatalf("%d executions completed, want 1: %+v", completed, outs)
+	}
+	assertOnce(t, dir)
+}
+
+// TestF4_ExecutionKilledMidRun kills the process running an execution
+// (SIGKILL, mid-page), then a new run takes the period over once the lease
+// has expired and finishes it without charging anyone twice.
+func TestF4_ExecutionKilledMidRun(t *testing.T) {
+	dir := t.TempDir()
+	const customers = 300
+	seedCustomers(t, dir, customers)
+	cmd := command(t.Context(), dir, "run", "--json", "--period", period, "--lease", "2s", "--faults", "latency=20ms")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	db := openStore(t, dir)
+	waitFor(t, time.Minute, "charges under way", func() bool {
+		records, err := billing.ListCharges(t.Context(), db, period)
+		return err == nil && len(records) >= 50
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	run, err := billing.GetRun(t.Context(), db, period)
+	if err != nil || run.State != billing.RunInProgress {
+		t.Fatalf("after the kill: run %+v, %v; want in progress", run, err)
+	}
+	// A run before the lease ends is refused, saying why.
+	if out, r := runPeriod(t, dir, "--lease", "2s"); time.Now().Before(run.LeaseExpiresAt) && (out.Status != string(billing.AlreadyRunning) || r.code != 3) {
+		t.Errorf("run during the lease: status %q exit %d, want already_running exit 3", out.Status, r.code)
+	}
+	waitFor(t, 30*time.Second, "the lease to expire", func() bool {
+		run, err := billing.GetRun(t.Context(), db, period)
+		return err == nil && time.Now().After(run.LeaseExpiresAt)
+	})
+	out, _ := runPeriod(t, dir, "--lease", "2s")
+	assertCompleted(t, out, customers)
+	if run, _ := billing.GetRun(t.Context(), db, period); len(run.Executions) < 2 {
+		t.Errorf("run touched by executions %v, want the killed one and its successor", run.Executions)
+	}
+	assertOnce(t, dir)
+}
+
+// TestF5_BranchFailsAndFanOutRetried makes one Charge call fail loudly (a
+// 400 from a proxy in front of the function), so the page's parallel for
+// raises and the execution fails; the next execution redoes the whole
+// fan-out, and the customers finished the first time are not charged again.
+func TestF5_BranchFailsAndFanOutRetried(t *testing.T) {
+	dir := t.TempDir()
+	const customers = 100
+	const victim = "cus_00007"
+	seedCustomers(t, dir, customers)
+	var failed atomic.Bool
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			CustomerID string `json:"customer_id"`
+		}
+		json.Unmarshal(body, &req)
+		if req.CustomerID == victim && failed.CompareAndSwap(false, true) {
+			http.Error(w, `{"error":"injected by TestF5"}`, http.StatusBadRequest)
+			return
+		}
+		target, err := functionsURL(dir)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	chargeVia := "BILLRUN_CHARGE_URL=" + proxy.URL + "/" + api.NameCharge
+
+	first, r := runPeriod(t, dir, "--lease", "2s", "--env", chargeVia)
+	if first.Status != "failed" || r.code != 1 {
+		t.Fatalf("first execution: status %q exit %d, want failed exit 1\n%s", first.Status, r.code, r.stderr)
+	}
+	before := charges(t, dir)
+	db := openStore(t, dir)
+	waitFor(t, 30*time.Second, "the lease to expire", func() bool {
+		run, err := billing.GetRun(t.Context(), db, period)
+		return err == nil && time.Now().After(run.LeaseExpiresAt)
+	})
+	second, _ := runPeriod(t, dir, "--lease", "2s", "--env", chargeVia)
+	assertCompleted(t, second, customers)
+	after := charges(t, dir)
+	for id, rec := range before {
+		if rec.State.Terminal() && (after[id].Attempts != rec.Attempts || after[id].PaymentIntent != rec.PaymentIntent) {
+			t.Errorf("%s finished in the first execution, then attempted again: %d→%d attempts", id, rec.Attempts, after[id].Attempts)
+		}
+	}
+	if after[victim].State != billing.StateSucceeded {
+		t.Errorf("%s: %s, want succeeded on the second execution", victim, after[victim].State)
+	}
+	assertOnce(t, dir)
+}
+
+// functionsURL reads where the stack serving dataDir serves the functions.
+func functionsURL(dataDir string) (*url.URL, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "server.json"))
+	if err != nil {
+		return nil, err
+	}
+	var info struct {
+		Functions string `json:"functions"`
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return nil, err
+	}
+	return url.Parse(info.Functions)
+}
+
+// TestF10_CardDeclined and TestF14_AuthenticationRequired: a permanent
+// refusal is recorded, answered 422, counted, and never retried, in this run
+// or the next.
+func TestF10_CardDeclined(t *testing.T) {
+	permanentRefusal(t, "pm_card_visa_chargeDeclined", billing.StateDeclined)
+}
+
+func TestF14_AuthenticationRequired(t *testing.T) {
+	permanentRefusal(t, "pm_card_authenticationRequired", billing.StateRequiresAction)
+}
+
+func permanentRefusal(t *testing.T, paymentMethod string, want billing.State) {
+	dir := t.TempDir()
+	importCustomers(t, dir,
+		"payer,,pm_card_visa,usd,2500,5000,true",
+		"refused,,"+paymentMethod+",usd,2500,5000,true")
+	out, _ := runPeriod(t, dir)
+	s := assertCompleted(t, out, 2)
+	if s.Counts[string(want)] != 1 || s.Counts[string(billing.StateSucceeded)] != 1 {
+		t.Fatalf("counts %v, want one %s and one succeeded", s.Counts, want)
+	}
+	if again, _ := runPeriod(t, dir); again.Status != string(billing.AlreadyBilled) {
+		t.Fatalf("second run: %q, want already_billed", again.Status)
+	}
+	rec := charges(t, dir)["refused"]
+	if rec.State != want || rec.Attempts != 1 {
+		t.Errorf("refused customer: %s after %d attempts, want %s after 1", rec.State, rec.Attempts, want)
+	}
+	for _, p := range assertOnce(t, dir) {
+		if p.Metadata[billing.MetaCustomer] == "refused" {
+			t.Errorf("refused customer has payment %s", p.PaymentIntentID)
+		}
+	}
+}
+
+// TestF15_RateLimitStorm: Stripe answers 429 to most requests (a low rate
+// and concurrency limit); the workflow backs off and the run completes with
+// one payment per paying customer.
+func TestF15_RateLimitStorm(t *testing.T) {
+	dir := t.TempDir()
+	const customers = 150
+	seedCustomers(t, dir, customers)
+	out, _ := runPeriod(t, dir, "--faults", "rate=40,concurrency=4")
+	s := assertCompleted(t, out, customers)
+	if out.Progress.Retried == 0 {
+		t.Error("no charge needed a retry: the storm did not happen")
+	}
+	if paid := len(assertOnce(t, dir)); int64(paid) != s.Counts[string(billing.StateSucceeded)] {
+		t.Errorf("%d payments for %d successes", paid, s.Counts[string(billing.StateSucceeded)])
+	}
+}
+
+// TestGcloudWorkflowsRun drives the local stack with Google's own CLI,
+// pointed at billrun serve's Executions API.
+func TestGcloudWorkflowsRun(t *testing.T) {
+	gcloud, err := exec.LookPath("gcloud")
+	if err != nil {
+		t.Skip("gcloud is not installed: cannot drive the local Executions API with it")
+	}
+	dir := t.TempDir()
+	const customers = 50
+	api := startServe(t, dir)
+	seedCustomers(t, dir, customers)
+	cmd := exec.CommandContext(t.Context(), gcloud, "workflows", "run", "billing", "--location", "local",
+		"--data", `{"period":"`+period+`"}`, "--format", "json")
+	cmd.Env = append(os.Environ(),
+		"CLOUDSDK_CONFIG="+t.TempDir(),
+		"CLOUDSDK_API_ENDPOINT_OVERRIDES_WORKFLOWEXECUTIONS="+api+"/",
+		"CLOUDSDK_AUTH_DISABLE_CREDENTIALS=true",
+		"CLOUDSDK_CORE_PROJECT=billrun-local",
+		"CLOUDSDK_CORE_DISABLE_PROMPTS=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("gcloud workflows run: %v\n%s", err, stderr.String())
+	}
+	var x struct {
+		State  string `json:"state"`
+		Result string `json:"result"`
+	}
+	if err := json.Unmarshal(stdout, &x); err != nil {
+		t.Fatalf("gcloud output: %v\n%s", err, stdout)
+	}
+	var summary billing.Summary
+	if err := json.Unmarshal([]byte(x.Result), &summary); err != nil || x.State != "SUCCEEDED" {
+		t.Fatalf("execution %s, result %q: %v", x.State, x.Result, err)
+	}
+	var out runOutcome
+	out.Status, out.Progress.Summary = "completed", &summary
+	assertCompleted(t, out, customers)
+	assertOnce(t, dir)
+}
+
+// startServe starts billrun serve on dataDir and returns its Executions API
+// URL once it answers; the test's end stops it.
+func startServe(t *testing.T, dataDir string, args ...string) string {
+	t.Helper()
+	cmd := command(t.Context(), dataDir, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	})
+	var info struct {
+		API string `json:"api"`
+	}
+	waitFor(t, 30*time.Second, "billrun serve to start", func() bool {
+		b, err := os.ReadFile(filepath.Join(dataDir, "server.json"))
+		return err == nil && json.Unmarshal(b, &info) == nil
+	})
+	return "http://" + info.API
+}
