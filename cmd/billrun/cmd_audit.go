@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -18,26 +17,18 @@ func auditCommand() command {
 }
 
 func runAudit(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs := newFlagSet("audit", "billrun audit --period YYYY-MM [--data-dir DIR] [--json]", `Compares the period's charge records with the successful payments in the
+Stripe simulator's ledger (the ground truth, read from the data directory).
+
+Exit status: 0 clean; 1 on any duplicate payment, unsettled customer, payment
+without a record or recorded payment missing from the ledger; 2 usage.`)
 	period := fs.String("period", "", "billing period `YYYY-MM` (required)")
 	dataDir := dataDirFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: billrun audit --period YYYY-MM [--data-dir DIR] [--json]")
-		fmt.Fprintln(fs.Output(), "\nCompares the period's charge records with the successful payments in the")
-		fmt.Fprintln(fs.Output(), "Stripe simulator's ledger (the ground truth, read from the data directory).")
-		fmt.Fprintln(fs.Output(), "\nExit status: 0 clean; 1 on any duplicate payment, unsettled customer, payment")
-		fmt.Fprintln(fs.Output(), "without a record or recorded payment missing from the ledger; 2 usage.")
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	pos, err := parseFlags(fs, env, args)
-	if err != nil {
+	if err := parseNoArgs(fs, env, args); err != nil {
 		return err
 	}
 	switch {
-	case len(pos) > 0:
-		return usageError(fs, "unexpected argument %q", pos[0])
 	case *period == "":
 		return usageError(fs, "--period is required")
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -18,29 +17,20 @@ func demoCommand() command {
 }
 
 func runDemo(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := newFlagSet("demo", "billrun demo [--customers N] [--period YYYY-MM] [--faults SPEC] [--seed N] [--lease D] [--data-dir DIR] [--json]", `Seeds a realistic sample of customers if the store has none (most pay, some
+decline, some need authentication, some are billed above their ceiling), then
+bills the period on the local stack with a live progress view. Run it again:
+the period is already billed and nothing is charged.
+
+Exit status: 0 billed or already billed, 1 failed, 2 usage, 3 already running.`)
 	customers := fs.Int("customers", defaultDemoCustomers, "sample customers to seed when the store has none")
 	period := periodFlag(fs)
 	dataDir := dataDirFlag(fs)
 	asJSON := fs.Bool("json", false, "print the outcome as JSON, without the live view")
 	var so stackOptions
 	so.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: billrun demo [--customers N] [--period YYYY-MM] [--faults SPEC] [--seed N] [--lease D] [--data-dir DIR] [--json]")
-		fmt.Fprintln(fs.Output(), "\nSeeds a realistic sample of customers if the store has none (most pay, some")
-		fmt.Fprintln(fs.Output(), "decline, some need authentication, some are billed above their ceiling), then")
-		fmt.Fprintln(fs.Output(), "bills the period on the local stack with a live progress view. Run it again:")
-		fmt.Fprintln(fs.Output(), "the period is already billed and nothing is charged.")
-		fmt.Fprintln(fs.Output(), "\nExit status: 0 billed or already billed, 1 failed, 2 usage, 3 already running.")
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	pos, err := parseFlags(fs, env, args)
-	if err != nil {
+	if err := parseNoArgs(fs, env, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError(fs, "unexpected argument %q", pos[0])
 	}
 	if *customers < 1 {
 		return usageError(fs, "--customers must be at least 1")

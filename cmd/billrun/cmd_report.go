@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/csv"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -41,23 +40,14 @@ func rowOf(r billing.ChargeRecord) reportRow {
 }
 
 func runReport(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs := newFlagSet("report", "billrun report --period YYYY-MM [--format table|csv|json] [--data-dir DIR]", "One row per customer of the period, from the charge records (live while a run goes).")
 	period := fs.String("period", "", "billing period `YYYY-MM` (required)")
 	dataDir := dataDirFlag(fs)
 	format := fs.String("format", "table", "output `FORMAT`: table, csv or json")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: billrun report --period YYYY-MM [--format table|csv|json] [--data-dir DIR]")
-		fmt.Fprintln(fs.Output(), "\nOne row per customer of the period, from the charge records (live while a run goes).")
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	pos, err := parseFlags(fs, env, args)
-	if err != nil {
+	if err := parseNoArgs(fs, env, args); err != nil {
 		return err
 	}
 	switch {
-	case len(pos) > 0:
-		return usageError(fs, "unexpected argument %q", pos[0])
 	case *period == "":
 		return usageError(fs, "--period is required")
 	case *format != "table" && *format != "csv" && *format != "json":

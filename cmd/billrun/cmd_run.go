@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"time"
 
@@ -18,7 +17,7 @@ func runCommand() command {
 }
 
 func runRun(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs := newFlagSet("run", "billrun run [--period YYYY-MM] [--data-dir DIR] [--faults SPEC] [--lease D] [--json]\n       billrun run --project P [--location L] [--period YYYY-MM] [--json]", "Bills a period with the billing workflow and follows it with a live view.\nLocally it goes through a running `billrun serve` on the same data directory,\nelse it starts the local stack in this process. With --project it starts the\nexecution on Google Cloud (Application Default Credentials) and reads the\ncounts from the run record in Firestore.\n\nExit status: 0 billed or already billed, 1 failed, 2 usage, 3 already running.")
 	period := periodFlag(fs)
 	dataDir := dataDirFlag(fs)
 	asJSON := fs.Bool("json", false, "print the outcome as JSON, without the live view")
@@ -27,24 +26,8 @@ func runRun(ctx context.Context, env *cliEnv, args []string) error {
 	database := fs.String("database", config.DefaultDatabase, "the Firestore database `ID` on Google Cloud")
 	var so stackOptions
 	so.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: billrun run [--period YYYY-MM] [--data-dir DIR] [--faults SPEC] [--lease D] [--json]")
-		fmt.Fprintln(fs.Output(), "       billrun run --project P [--location L] [--period YYYY-MM] [--json]")
-		fmt.Fprintln(fs.Output(), "\nBills a period with the billing workflow and follows it with a live view.")
-		fmt.Fprintln(fs.Output(), "Locally it goes through a running `billrun serve` on the same data directory,")
-		fmt.Fprintln(fs.Output(), "else it starts the local stack in this process. With --project it starts the")
-		fmt.Fprintln(fs.Output(), "execution on Google Cloud (Application Default Credentials) and reads the")
-		fmt.Fprintln(fs.Output(), "counts from the run record in Firestore.")
-		fmt.Fprintln(fs.Output(), "\nExit status: 0 billed or already billed, 1 failed, 2 usage, 3 already running.")
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	pos, err := parseFlags(fs, env, args)
-	if err != nil {
+	if err := parseNoArgs(fs, env, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError(fs, "unexpected argument %q", pos[0])
 	}
 	p, err := resolvePeriod(*period, time.Now())
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 )
 
@@ -14,25 +13,15 @@ func serveCommand() command {
 }
 
 func runServe(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlagSet("serve", "billrun serve [--addr HOST:PORT] [--data-dir DIR] [--faults SPEC] [--lease D]", `Starts the local stack and keeps it up until interrupted. The Executions API
+accepts any project and location; the workflow is "billing". billrun run,
+demo and customers on the same data directory go through it.`)
 	addr := fs.String("addr", defaultServeAddr, "the Executions API's address (`HOST:PORT`; port 0 picks one)")
 	dataDir := dataDirFlag(fs)
 	var so stackOptions
 	so.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: billrun serve [--addr HOST:PORT] [--data-dir DIR] [--faults SPEC] [--lease D]")
-		fmt.Fprintln(fs.Output(), "\nStarts the local stack and keeps it up until interrupted. The Executions API")
-		fmt.Fprintln(fs.Output(), "accepts any project and location; the workflow is \"billing\". billrun run,")
-		fmt.Fprintln(fs.Output(), "demo and customers on the same data directory go through it.")
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	pos, err := parseFlags(fs, env, args)
-	if err != nil {
+	if err := parseNoArgs(fs, env, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError(fs, "unexpected argument %q", pos[0])
 	}
 	if info, ok := runningServer(*dataDir); ok {
 		return fmt.Errorf("%s is already served by billrun (pid %d) at %s", *dataDir, info.PID, info.API)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -17,23 +16,13 @@ func statusCommand() command {
 }
 
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs := newFlagSet("status", "billrun status [--period YYYY-MM] [--data-dir DIR] [--json]", `Reads the run record and charge records of the local store; works while a
+run or billrun serve uses the same data directory.`)
 	period := periodFlag(fs)
 	dataDir := dataDirFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: billrun status [--period YYYY-MM] [--data-dir DIR] [--json]")
-		fmt.Fprintln(fs.Output(), "\nReads the run record and charge records of the local store; works while a")
-		fmt.Fprintln(fs.Output(), "run or billrun serve uses the same data directory.")
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	pos, err := parseFlags(fs, env, args)
-	if err != nil {
+	if err := parseNoArgs(fs, env, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError(fs, "unexpected argument %q", pos[0])
 	}
 	p, err := resolvePeriod(*period, time.Now())
 	if err != nil {

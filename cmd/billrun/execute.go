@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -255,5 +254,3 @@ func money(minor int64) string {
 	}
 	return fmt.Sprintf("%s%s.%02d", sign, whole, minor%100)
 }
-
-var errNoCustomers = errors.New("no customers: billrun customers seed --count N, or billrun customers import FILE.csv")

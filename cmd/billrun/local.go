@@ -191,6 +191,33 @@ func printOut(w io.Writer, asJSON bool, v any, text func(io.Writer) error) error
 	return enc.Encode(v)
 }
 
+// newFlagSet returns a flag set whose usage prints synopsis, about (when not
+// empty) and the flags.
+func newFlagSet(name, synopsis, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: "+synopsis)
+		if about != "" {
+			fmt.Fprintln(fs.Output(), "\n"+about)
+		}
+		fmt.Fprintln(fs.Output(), "\nFlags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseNoArgs parses flags and refuses positional arguments.
+func parseNoArgs(fs *flag.FlagSet, env *cliEnv, args []string) error {
+	pos, err := parseFlags(fs, env, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError(fs, "unexpected argument %q", pos[0])
+	}
+	return nil
+}
+
 // usageError prints msg and the flag set's usage, and returns errUsage.
 func usageError(fs *flag.FlagSet, format string, args ...any) error {
 	fmt.Fprintf(fs.Output(), "billrun %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
