@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReportFormats compares each report format with its golden file
+// (go test -update rewrites them).
+func TestReportFormats(t *testing.T) {
+	rows := []reportRow{
+		{Customer: "cus_00001", Outcome: "succeeded", Amount: 123456, Currency: "usd", Attempts: 1, Payment: "pi_1"},
+		{Customer: "cus_00002", Outcome: "declined", Amount: 500, Currency: "usd", Attempts: 1, Reason: "insufficient_funds: Your card has insufficient funds."},
+		{Customer: "cus_00003", Outcome: "pending", Amount: 9900, Currency: "eur", Attempts: 3},
+	}
+	for _, format := range []string{"table", "csv", "json"} {
+		t.Run(format, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := writeReport(&b, format, rows); err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", "report."+format+".golden")
+			if *update {
+				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != string(want) {
+				t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+			}
+		})
+	}
+}
+
+func TestMoney(t *testing.T) {
+	for minor, want := range map[int64]string{0: "0.00", 5: "0.05", 123456: "1,234.56", 100000000: "1,000,000.00", -2550: "-25.50"} {
+		if got := money(minor); got != want {
+			t.Errorf("money(%d) = %q, want %q", minor, got, want)
+		}
+	}
+}
+
+// TestUsageErrors: bad flags and arguments exit 2 with a message saying
+// what is wrong, before anything is opened.
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown command", []string{"bill"}, `unknown command "bill"`},
+		{"unknown flag", []string{"status", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"bad period", []string{"run", "--period", "2026-13"}, "--period"},
+		{"report without period", []string{"report"}, "--period is required"},
+		{"report format", []string{"report", "--period", "2026-10", "--format", "xml"}, `--format "xml"`},
+		{"audit extra argument", []string{"audit", "--period", "2026-10", "now"}, `unexpected argument "now"`},
+		{"demo customers", []string{"demo", "--customers", "0"}, "--customers must be at least 1"},
+		{"customers subcommand", []string{"customers", "delete"}, `unknown subcommand "delete"`},
+		{"seed count", []string{"customers", "seed"}, "--count must be at least 1"},
+		{"help topic", []string{"help", "nothing"}, `no command "nothing"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			env := &cliEnv{stdout: &out, stderr: &errb, getenv: noEnv}
+			args := tt.args
+			if args[0] != "help" {
+				args = append(args, "--data-dir", t.TempDir())
+			}
+			err := realMain(t.Context(), env, args)
+			if code := exitCode(env, err); code != 2 {
+				t.Fatalf("exit %d (%v), want 2", code, err)
+			}
+			if !strings.Contains(errb.String(), tt.want) {
+				t.Errorf("stderr %q lacks %q", errb.String(), tt.want)
+			}
+		})
+	}
+}
