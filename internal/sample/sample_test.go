@@ -45,7 +45,6 @@ func TestGenerate(t *testing.T) {
 	}
 }
 
-
 func TestReadCSV(t *testing.T) {
 	header := strings.Join(Header, ",") + "\n"
 	tests := []struct {
