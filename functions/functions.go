@@ -1,6 +1,11 @@
 // Package functions registers billrun's Cloud Functions with
 // functions-framework-go. Handlers are built from the environment on the first
 // request (internal/api.Lazy); everything else lives in internal/.
+//
+// The workflow calls Preflight, IssueVaultKeys, Charge and MarkCompleted.
+// VaultProxy is deployed as its own function (FUNCTION_TARGET=VaultProxy), so
+// it is served at the root of its URL, where Charge's stripe-go client sends
+// /v1/… requests; it alone reads the Stripe secret.
 package functions
 
 import (
@@ -13,7 +18,7 @@ import (
 
 func init() {
 	lazy := api.NewLazy(os.Getenv, os.Stderr)
-	for _, name := range api.Names() {
+	for _, name := range append(api.Names(), api.NameVaultProxy) {
 		functions.HTTP(name, lazy.Handler(name))
 	}
 }

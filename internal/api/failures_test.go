@@ -119,7 +119,7 @@ func TestF4_ExecutionDiesAfterPreflight(t *testing.T) {
 		if pf := e.preflight("dead"); pf.str("status") != "claimed" {
 			t.Fatalf("preflight: %v", pf.body)
 		}
-		page := e.call("DueCustomers", map[string]any{"period": period, "execution_id": "dead", "page_size": 3})
+		page := e.issue(period, "dead", "", 3)
 		wantStatus(t, page, http.StatusOK, "")
 		for _, id := range []string{"c000", "c001"} {
 			wantStatus(t, e.charge(id), http.StatusOK, "charged")
@@ -134,7 +134,7 @@ func TestF4_ExecutionDiesAfterPreflight(t *testing.T) {
 			t.Fatalf("preflight after expiry: %v", pf.body)
 		}
 		// The dead execution, if it comes back, has lost the lease.
-		back := e.call("DueCustomers", map[string]any{"period": period, "execution_id": "dead", "cursor": "c002"})
+		back := e.call("IssueVaultKeys", map[string]any{"period": period, "execution_id": "dead", "cursor": "c002"})
 		if back.status != http.StatusConflict || back.str("error") != "lease_lost" {
 			t.Errorf("returning execution: %d %v, want 409 lease_lost", back.status, back.body)
 		}
@@ -175,10 +175,11 @@ func TestF7_ChargeSlowerThanCallerDeadline(t *testing.T) {
 			},
 		})
 		e.seed(visa(1)...)
+		e.issueAll("exec-1")
 		ctx, giveUp := context.WithCancel(t.Context())
 		firstDone := make(chan reply, 1)
 		go func() {
-			firstDone <- e.postCtx(ctx, e.http, 0, "Charge", map[string]any{"period": period, "customer_id": "c000"})
+			firstDone <- e.postCtx(ctx, e.http, 0, "Charge", map[string]any{"period": period, "customer_id": "c000", "key_ref": e.keyRef(period, "c000")})
 		}()
 		select {
 		case <-atStripe: // the first call's request reached Stripe and is slow…
@@ -217,11 +218,12 @@ func TestF7_ChargeSlowerThanCallerDeadline(t *testing.T) {
 // before the record was written; the retry replays the same payment.
 func TestF8_CrashAfterStripeAnswered(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b store.Backend) {
-		// c000's record is written by the attempt, then by the settlement:
-		// the process dies instead of the second write.
-		wrap, _ := withFaults(t, "commit_fail=runs/"+period+"/charges/c000@2", true)
+		// c000's record is written by the page, by the attempt, then by the
+		// settlement: the process dies instead of the third write.
+		wrap, _ := withFaults(t, "commit_fail=runs/"+period+"/charges/c000@3", true)
 		e := newEnv(t, b, envOptions{wrap: wrap})
 		e.seed(visa(2)...)
+		e.issueAll("exec-1")
 		if r := e.charge("c000"); r.err == nil {
 			t.Fatalf("the crash did not drop the connection: %d %v", r.status, r.body)
 		}
@@ -252,6 +254,7 @@ func TestF9_ResponseLostAfterCommit(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, b store.Backend) {
 				e := newEnv(t, b, envOptions{faults: tc.faults, noKeepAlive: true})
 				e.seed(visa(1)...)
+				e.issueAll("exec-1")
 				first := e.charge("c000")
 				wantStatus(t, first, http.StatusServiceUnavailable, "retry")
 				e.setFaults(stripesim.Faults{})
@@ -315,6 +318,7 @@ func TestF11_StalePendingReconciled(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, b store.Backend) {
 				e := newEnv(t, b, envOptions{faults: tc.faults})
 				e.seed(visa(1)...)
+				e.issueAll("exec-1")
 				first := e.charge("c000")
 				if first.status != http.StatusServiceUnavailable && first.status != http.StatusTooManyRequests {
 					t.Fatalf("first attempt: %d %v", first.status, first.body)
@@ -345,6 +349,11 @@ func TestF11_StalePendingReconciled(t *testing.T) {
 				if rec.ReconciledAt.IsZero() {
 					t.Errorf("record does not say it was reconciled")
 				}
+				// The key's reservation, kept since the lost answer, is settled.
+				ks, err := e.issuer.Key(t.Context(), rec.KeyRef)
+				if err != nil || ks.Pending != 0 || ks.Reserved != 0 || ks.Spent != rec.Amount {
+					t.Errorf("vault key after reconciliation: %+v (%v), want %d spent and nothing pending", ks, err, rec.Amount)
+				}
 				listed := false
 				for _, q := range e.sim.Requests() {
 					listed = listed || q.Method == http.MethodGet && q.Path == "/v1/payment_intents"
@@ -365,6 +374,7 @@ func TestF12_RetriesBounded(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b store.Backend) {
 		e := newEnv(t, b, envOptions{faults: stripesim.Faults{Gateway503: 1, FirstAttempts: 2}})
 		e.seed(visa(1)...)
+		e.issueAll("exec-1")
 		r, calls := e.chargeUntilSettled("c000", 10)
 		wantStatus(t, r, http.StatusOK, "charged")
 		posts := e.stripePosts()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"billrun.dev/billrun/internal/store/embedded"
 	"billrun.dev/billrun/internal/store/faultstore"
 	"billrun.dev/billrun/internal/stripesim"
+	"billrun.dev/billrun/internal/vault"
 )
 
 // The scenarios bill October 2026 on 2 November.
@@ -63,7 +65,8 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b store.Backend)) {
 }
 
 // env is one billing deployment over real HTTP: handlers on an httptest server,
-// the real stripe-go client, the Stripe simulator, one store, one manual clock.
+// the vault proxy on another (at its root), the real stripe-go client, the
+// Stripe simulator, one store, one manual clock.
 type env struct {
 	t     testing.TB
 	clock *stripesim.ManualClock
@@ -72,9 +75,13 @@ type env struct {
 	// urls are the function instances; calls go to the first unless said.
 	urls   []string
 	http   *http.Client
-	stripe *stripe.Client // the test's own client, for seeding
+	stripe *stripe.Client // the test's own client, seeding the simulator only
 	// faults are the simulator's faults outside seeding.
 	faults stripesim.Faults
+	issuer *vault.Issuer
+	// keys holds the key references the issued pages gave, by period/customer.
+	mu   sync.Mutex
+	keys map[string]string
 }
 
 type envOptions struct {
@@ -90,7 +97,20 @@ type envOptions struct {
 	// instances is how many function instances (each its own handlers and
 	// billing service) serve over the one store; 0 means 1.
 	instances int
+	// vault adjusts the issuer (default caps of 1,000,000 in usd and eur).
+	vault vault.IssuerConfig
+	// proxyAhead runs the proxy's clock ahead of the functions' (a key that
+	// expires between Charge's check and the proxy).
+	proxyAhead time.Duration
+	// logs receives the functions' and the proxy's logs; nil discards.
+	logs io.Writer
 }
+
+// testStripeKey is the simulator's key, known to the proxy only.
+const testStripeKey = "sk_test_billrun_proxy_only"
+
+// testSigningSecret is the vault's signing secret in tests.
+var testSigningSecret = []byte("billrun api tests' vault signing secret")
 
 func newEnv(t testing.TB, b store.Backend, opts envOptions) *env {
 	t.Helper()
@@ -110,26 +130,56 @@ func newEnv(t testing.TB, b store.Backend, opts envOptions) *env {
 	if opts.wrap != nil {
 		handlerStore = opts.wrap(b)
 	}
-	stripeHTTP := &http.Client{Timeout: 10 * time.Second}
-	if opts.noKeepAlive {
-		stripeHTTP.Transport = &http.Transport{DisableKeepAlives: true}
+	newClient := func() *http.Client {
+		hc := &http.Client{Timeout: 10 * time.Second}
+		if opts.noKeepAlive {
+			hc.Transport = &http.Transport{DisableKeepAlives: true}
+		}
+		return hc
 	}
+	log := slog.New(slog.DiscardHandler)
+	if opts.logs != nil {
+		log = slog.New(slog.NewJSONHandler(opts.logs, nil))
+	}
+	icfg := opts.vault
+	icfg.Store, icfg.SigningSecret, icfg.Now = handlerStore, testSigningSecret, clock.Now
+	if icfg.DefaultCaps == nil {
+		icfg.DefaultCaps = map[string]int64{"usd": 1_000_000, "eur": 1_000_000}
+	}
+	issuer, err := vault.NewIssuer(icfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The proxy is its own function: it has the store without the functions'
+	// fault injection, and the only copy of the Stripe key.
+	proxy, err := vault.NewProxy(vault.ProxyConfig{
+		Store: b, StripeURL: simSrv.URL, StripeSecret: vault.StaticSecret(testStripeKey), SigningSecret: testSigningSecret,
+		Now: func() time.Time { return clock.Now().Add(opts.proxyAhead) }, Logger: log, Client: newClient(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxySrv := httptest.NewServer(proxy)
+	t.Cleanup(proxySrv.Close)
 	var urls []string
 	for range max(opts.instances, 1) {
-		h := api.New(api.Deps{
-			Store:  handlerStore,
-			Stripe: billing.Direct{Client: billing.NewStripeClient("sk_test_billrun", simSrv.URL, stripeHTTP)},
-			Now:    clock.Now,
-			Lease:  testLease,
+		h, err := api.New(api.Deps{
+			Store: handlerStore, Issuer: issuer, SigningSecret: testSigningSecret,
+			ProxyURL: proxySrv.URL, ProxyClient: newClient(),
+			Now: clock.Now, Lease: testLease, Logger: log,
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
 		srv := httptest.NewServer(h.Mux())
 		t.Cleanup(srv.Close)
 		urls = append(urls, srv.URL)
 	}
 	return &env{
-		t: t, clock: clock, sim: sim, store: b, urls: urls, faults: opts.faults,
+		t: t, clock: clock, sim: sim, store: b, urls: urls, faults: opts.faults, issuer: issuer,
 		http:   &http.Client{Timeout: 30 * time.Second},
 		stripe: billing.NewStripeClient("sk_test_seed", simSrv.URL, &http.Client{Timeout: 10 * time.Second}),
+		keys:   map[string]string{},
 	}
 }
 
@@ -148,6 +198,8 @@ type cust struct {
 	inactive bool
 	// noStripe leaves the Stripe customer id empty.
 	noStripe bool
+	// ceiling is the customer's cap (0: none).
+	ceiling int64
 }
 
 // seed creates the customers in the simulator and the store.
@@ -160,7 +212,7 @@ func (e *env) seed(cs ...cust) {
 	for _, c := range cs {
 		bc := billing.Customer{
 			ID: c.id, PaymentMethod: c.pm, Currency: c.currency, AmountSource: billing.SourcePlan,
-			PlanAmount: c.amount, Active: !c.inactive,
+			PlanAmount: c.amount, Active: !c.inactive, Ceiling: c.ceiling,
 		}
 		if bc.Currency == "" {
 			bc.Currency = "usd"
@@ -258,7 +310,60 @@ func (e *env) preflight(exec string) reply {
 func (e *env) charge(customer string) reply { return e.chargeOn(0, customer) }
 
 func (e *env) chargeOn(instance int, customer string) reply {
-	return e.postCtx(context.Background(), e.http, instance, api.NameCharge, map[string]any{"period": period, "customer_id": customer})
+	return e.chargeFor(period, instance, customer)
+}
+
+// chargeFor charges a customer of period p with the key its page gave.
+func (e *env) chargeFor(p string, instance int, customer string) reply {
+	return e.postCtx(context.Background(), e.http, instance, api.NameCharge,
+		map[string]any{"period": p, "customer_id": customer, "key_ref": e.keyRef(p, customer)})
+}
+
+// keyRef is the key reference the last page gave the customer ("" if none).
+func (e *env) keyRef(p, customer string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.keys[p+"/"+customer]
+}
+
+// issue asks IssueVaultKeys for one page of period p, retrying 429/503 like
+// any workflow step, and remembers the key references it gave.
+func (e *env) issue(p, exec, cursor string, pageSize int) reply {
+	e.t.Helper()
+	var page reply
+	for range 20 {
+		page = e.call(api.NameIssueVaultKeys, map[string]any{"period": p, "execution_id": exec, "cursor": cursor, "page_size": pageSize})
+		if page.err != nil || page.status != http.StatusServiceUnavailable && page.status != http.StatusTooManyRequests {
+			break
+		}
+		e.waitRetryAfter(page)
+	}
+	list, _ := page.body["customers"].([]any)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range list {
+		m := c.(map[string]any)
+		e.keys[p+"/"+m["customer_id"].(string)] = m["key_ref"].(string)
+	}
+	return page
+}
+
+// issueAll claims the period for exec and issues every page.
+func (e *env) issueAll(exec string) {
+	e.t.Helper()
+	if pf := e.preflight(exec); pf.status != http.StatusOK {
+		e.t.Fatalf("preflight: %d %v", pf.status, pf.body)
+	}
+	for cursor := ""; ; {
+		page := e.issue(period, exec, cursor, 100)
+		if page.status != http.StatusOK {
+			e.t.Fatalf("issue vault keys: %d %v %v", page.status, page.body, page.err)
+		}
+		if page.body["done"] == true {
+			return
+		}
+		cursor = page.str("next_cursor")
+	}
 }
 
 // chargeUntilSettled retries a charge the way the workflow does: on 429/503 and
@@ -269,9 +374,13 @@ func (e *env) chargeUntilSettled(customer string, maxTries int) (reply, int) {
 }
 
 func (e *env) chargeUntilSettledOn(instance int, customer string, maxTries int) (reply, int) {
+	return e.chargeUntilSettledFor(period, instance, customer, maxTries)
+}
+
+func (e *env) chargeUntilSettledFor(p string, instance int, customer string, maxTries int) (reply, int) {
 	var r reply
 	for try := 1; try <= maxTries; try++ {
-		r = e.chargeOn(instance, customer)
+		r = e.chargeFor(p, instance, customer)
 		if r.err == nil && r.status != http.StatusServiceUnavailable && r.status != http.StatusTooManyRequests {
 			return r, try
 		}
@@ -297,18 +406,26 @@ type runResult struct {
 	outcomes  map[string]string // customer → final outcome
 	summary   reply
 	charges   int // Charge calls made
+	held      int // customers held for review by issuance
+	// replies are every answer the functions gave (for the secret scan).
+	replies []reply
 }
 
 // runWorkflow plays workflows/billing.yaml's shape over HTTP: preflight, then
-// page by page, charge each due customer (workers in parallel, retrying
-// transient answers), then mark completed.
+// page by page, issue vault keys and charge each due customer with its key
+// (workers in parallel, retrying transient answers), then mark completed.
 func (e *env) runWorkflow(exec string, pageSize, workers int) runResult {
+	return e.runWorkflowFor(period, exec, pageSize, workers)
+}
+
+func (e *env) runWorkflowFor(p, exec string, pageSize, workers int) runResult {
 	e.t.Helper()
 	res := runResult{outcomes: map[string]string{}}
-	pf := e.preflight(exec)
+	pf := e.call(api.NamePreflight, map[string]any{"period": p, "execution_id": exec})
 	if pf.err != nil || pf.status != http.StatusOK {
 		e.t.Fatalf("preflight: %d %v %v", pf.status, pf.body, pf.err)
 	}
+	res.replies = append(res.replies, pf)
 	res.preflight = pf.str("status")
 	if res.preflight != "claimed" && res.preflight != "resumed" {
 		return res
@@ -316,17 +433,12 @@ func (e *env) runWorkflow(exec string, pageSize, workers int) runResult {
 	var mu sync.Mutex
 	cursor := ""
 	for {
-		var page reply
-		for range 20 { // a page is retried like any step on 429/503
-			page = e.call(api.NameDueCustomers, map[string]any{"period": period, "execution_id": exec, "cursor": cursor, "page_size": pageSize})
-			if page.err != nil || page.status != http.StatusServiceUnavailable && page.status != http.StatusTooManyRequests {
-				break
-			}
-			e.waitRetryAfter(page)
-		}
+		page := e.issue(p, exec, cursor, pageSize)
 		if page.err != nil || page.status != http.StatusOK {
-			e.t.Fatalf("due customers: %d %v %v", page.status, page.body, page.err)
+			e.t.Fatalf("issue vault keys: %d %v %v", page.status, page.body, page.err)
 		}
+		res.replies = append(res.replies, page)
+		res.held += int(page.num("held"))
 		list, _ := page.body["customers"].([]any)
 		jobs := make(chan string)
 		var wg sync.WaitGroup
@@ -335,9 +447,10 @@ func (e *env) runWorkflow(exec string, pageSize, workers int) runResult {
 			go func() {
 				defer wg.Done()
 				for id := range jobs {
-					r, tries := e.chargeUntilSettled(id, 50)
+					r, tries := e.chargeUntilSettledFor(p, 0, id, 50)
 					mu.Lock()
 					res.charges += tries
+					res.replies = append(res.replies, r)
 					if r.err != nil {
 						res.outcomes[id] = "transport error: " + r.err.Error()
 					} else {
@@ -357,7 +470,8 @@ func (e *env) runWorkflow(exec string, pageSize, workers int) runResult {
 		}
 		cursor = page.str("next_cursor")
 	}
-	res.summary = e.call(api.NameMarkCompleted, map[string]any{"period": period, "execution_id": exec})
+	res.summary = e.call(api.NameMarkCompleted, map[string]any{"period": p, "execution_id": exec})
+	res.replies = append(res.replies, res.summary)
 	return res
 }
 

@@ -24,6 +24,7 @@ func TestConcurrentChargesOnePayment(t *testing.T) {
 			faults: stripesim.Faults{Latency: stripesim.Latency{Dist: "fixed", Min: 30 * time.Millisecond}},
 		})
 		e.seed(visa(1)...)
+		e.issueAll("exec-1")
 		const n = 50
 		var wg sync.WaitGroup
 		start := make(chan struct{})

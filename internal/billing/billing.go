@@ -1,8 +1,9 @@
 // Package billing is billrun's billing core: customers, runs and charges, and the
 // protocol that makes "every customer charged exactly once per period" true. It is
 // written once on top of store.Backend, so Firestore and the embedded store run
-// the same logic, and talks to Stripe through the real stripe-go client obtained
-// from a Clients value (direct, or through the vault proxy).
+// the same logic, and talks to Stripe only through the vault (Vault): each
+// charge's stripe-go client carries its own capped key's credential and points
+// at the vault proxy, which alone holds the Stripe secret (I3, I5).
 //
 // Documents (DESIGN §3):
 //
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"billrun.dev/billrun/internal/store"
+	"billrun.dev/billrun/internal/vault"
 )
 
 // State is a charge record's state.
@@ -107,10 +109,10 @@ const (
 	StripeKeyWindow = 24 * time.Hour
 	// DefaultPageSize is the due-customers page size when the caller gives 0.
 	DefaultPageSize = 100
-	// MaxPageSize bounds a page: one transaction writes one record per customer
-	// plus the run, within Firestore's 500 writes, leaving room for the vault's
-	// per-customer key document.
-	MaxPageSize = 200
+	// MaxPageSize bounds a page: one transaction writes one charge record per
+	// customer plus the run, and the vault's key, index and budget shard
+	// documents (vault.MaxPageSize), within Firestore's 500 writes.
+	MaxPageSize = vault.MaxPageSize
 )
 
 // Options are the Service's optional settings; the zero value works.
@@ -132,7 +134,7 @@ type Options struct {
 // Service runs billing operations on one store and one source of Stripe clients.
 type Service struct {
 	store         store.Backend
-	stripe        Clients
+	vault         *Vault
 	lease         time.Duration
 	stalePending  time.Duration
 	attemptWindow time.Duration
@@ -142,12 +144,12 @@ type Service struct {
 	working keyedLocks
 }
 
-// New returns a Service. stripe may be nil for a Service that never charges
-// (for example an inspection tool); Charge then fails.
-func New(b store.Backend, stripe Clients, opts Options) *Service {
+// New returns a Service. v may be nil for a Service that never issues keys nor
+// charges (for example an inspection tool); IssueVaultKeys and Charge then fail.
+func New(b store.Backend, v *Vault, opts Options) *Service {
 	s := &Service{
 		store:         b,
-		stripe:        stripe,
+		vault:         v,
 		lease:         opts.Lease,
 		stalePending:  opts.StalePending,
 		attemptWindow: opts.AttemptWindow,

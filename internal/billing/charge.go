@@ -9,6 +9,7 @@ import (
 	"github.com/stripe/stripe-go/v82"
 
 	"billrun.dev/billrun/internal/store"
+	"billrun.dev/billrun/internal/vault"
 )
 
 // ChargeRequest asks to charge one customer for one period. It carries no
@@ -16,7 +17,8 @@ import (
 type ChargeRequest struct {
 	Period     string
 	CustomerID string
-	// KeyRef is the vault key reference for this charge, if the vault is used.
+	// KeyRef is the vault key reference IssueVaultKeys gave for this charge;
+	// required.
 	KeyRef string
 }
 
@@ -112,8 +114,8 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 	if err := validateKeyRef(req.KeyRef); err != nil {
 		return ChargeResult{}, err
 	}
-	if s.stripe == nil {
-		return ChargeResult{}, fmt.Errorf("charge: %w: no Stripe client configured", ErrStripeConfig)
+	if s.vault == nil || s.vault.proxyURL == "" {
+		return ChargeResult{}, fmt.Errorf("charge: %w: no vault proxy configured", ErrStripeConfig)
 	}
 	// Calls for one customer in this instance take turns; a call that waited
 	// usually finds the record settled by the one before it.
@@ -136,13 +138,18 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 	} else if err != nil && !isNotFound(err) {
 		return ChargeResult{}, fmt.Errorf("charge: %w", err)
 	}
-	// The client comes before any attempt is counted, so that a vault unable to
-	// make a credential leaves no attempt counted that never reached Stripe.
-	client, err := s.stripe.StripeClient(ctx, ChargeRef{Period: req.Period, CustomerID: req.CustomerID, KeyRef: req.KeyRef})
-	if err != nil {
-		return ChargeResult{}, fmt.Errorf("charge %s/%s: stripe client: %w", req.Period, req.CustomerID, err)
+	// The key comes before any attempt is counted, so that a key that cannot
+	// be used leaves no attempt counted that never reached Stripe.
+	ref, err := s.vault.usableKey(ctx, req, now)
+	if errors.Is(err, vault.ErrKeyRevoked) {
+		return s.holdRevoked(ctx, req, err)
 	}
-	reconciled := false
+	if err != nil {
+		return ChargeResult{}, fmt.Errorf("charge %s/%s: vault key: %w", req.Period, req.CustomerID, err)
+	}
+	req.KeyRef = ref
+	client := s.vault.client(ref)
+	reconciled, renewed := false, false
 	for {
 		step, err := s.beginAttempt(ctx, req, reconciled)
 		if err != nil {
@@ -152,19 +159,55 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 			s.logResult(ctx, req, *step.done)
 			return *step.done, nil
 		}
-		res, again, err := s.attempt(ctx, client, req, step)
-		if !again {
+		step.mayRenew = !renewed
+		res, next, err := s.attempt(ctx, client, req, step)
+		switch next {
+		case nextReconciled:
+			reconciled = true
+		case nextRenew:
+			// The key expired, or was renewed by another call, between the
+			// check above and the proxy: renew once and try again, through
+			// the next generation with the same cap (F16).
+			renewed = true
+			ref, err := s.vault.renew(ctx, req.KeyRef)
+			if errors.Is(err, vault.ErrKeyRevoked) {
+				return s.holdRevoked(ctx, req, err)
+			}
+			if err != nil {
+				return ChargeResult{}, fmt.Errorf("charge %s/%s: renew vault key: %w", req.Period, req.CustomerID, err)
+			}
+			s.log.InfoContext(ctx, "vault key renewed", "period", req.Period, "customer", req.CustomerID, "old", req.KeyRef, "new", ref)
+			req.KeyRef, client = ref, s.vault.client(ref)
+		default:
 			return res, err
 		}
-		reconciled = true
 	}
 }
 
+// holdRevoked records held_for_review for a charge whose key an operator
+// revoked: it is never sent.
+func (s *Service) holdRevoked(ctx context.Context, req ChargeRequest, cause error) (ChargeResult, error) {
+	v := verdict{kind: kindTerminal, state: StateHeldForReview, code: vault.Code(vault.ErrKeyRevoked), reason: cause.Error()}
+	return s.settle(ctx, req, v, false)
+}
+
+// next says what Charge does after an attempt.
+type next int
+
+const (
+	nextDone next = iota
+	// nextReconciled: reconciliation found no payment; make a new attempt.
+	nextReconciled
+	// nextRenew: the proxy refused the key as expired or superseded; renew
+	// it and make a new attempt.
+	nextRenew
+)
+
 // attempt makes the Stripe requests of one attempt and settles the record. It
 // runs detached from ctx's cancellation (a caller that gives up must not stop
-// an answer from being recorded), within the attempt window. again asks for a
-// new attempt after reconciliation found no payment.
-func (s *Service) attempt(ctx context.Context, client *stripe.Client, req ChargeRequest, step attemptStep) (res ChargeResult, again bool, err error) {
+// an answer from being recorded), within the attempt window. After a
+// reconciliation that adopted a payment, it settles the key's reservation.
+func (s *Service) attempt(ctx context.Context, client *stripe.Client, req ChargeRequest, step attemptStep) (ChargeResult, next, error) {
 	detached := context.WithoutCancel(ctx)
 	work, cancel := context.WithTimeout(detached, s.attemptWindow*3/4)
 	defer cancel()
@@ -172,27 +215,67 @@ func (s *Service) attempt(ctx context.Context, client *stripe.Client, req Charge
 	reconciled := false
 	if step.reconcile {
 		found := false
+		var err error
 		v, found, err = s.reconcile(work, client, step.rec)
 		switch {
 		case err != nil:
+			if step.mayRenew && renewable(err) {
+				return ChargeResult{}, nextRenew, nil
+			}
 			v = reconcileFailed(err)
 		case !found:
-			return ChargeResult{}, true, nil
+			return ChargeResult{}, nextReconciled, nil
 		default:
 			reconciled = true
 		}
 	} else {
 		pi, err := client.V1PaymentIntents.Create(work, createParams(step.rec))
-		if err != nil {
+		switch {
+		case err != nil && step.mayRenew && renewable(err):
+			return ChargeResult{}, nextRenew, nil
+		case err != nil:
 			v = classifyError(err)
-		} else {
+		default:
 			v = classifyIntent(pi)
 		}
 	}
 	settleCtx, cancelSettle := context.WithTimeout(detached, s.attemptWindow/4)
 	defer cancelSettle()
-	res, err = s.settle(settleCtx, req, v, reconciled)
-	return res, false, err
+	res, err := s.settle(settleCtx, req, v, reconciled)
+	if err == nil && reconciled && v.kind == kindTerminal {
+		s.settleReservation(settleCtx, req, step.rec, v)
+	}
+	return res, nextDone, err
+}
+
+// renewable reports the proxy refusing a key as expired, or as unknown (a
+// reference superseded by a renewal): Charge renews it and tries again.
+func renewable(err error) bool {
+	var se *stripe.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	verr := vault.ErrorForCode(string(se.Code))
+	return errors.Is(verr, vault.ErrKeyExpired) || errors.Is(verr, vault.ErrUnknownKey)
+}
+
+// settleReservation tells the vault what reconciliation found (F11), so the
+// key's reservation kept since the lost answer is committed or released. A
+// failure only leaves the reservation counted against the cap and budget
+// (the safe side): it is logged, and the charge's outcome stands.
+func (s *Service) settleReservation(ctx context.Context, req ChargeRequest, rec ChargeRecord, v verdict) {
+	o := vault.Failed
+	if v.state == StateSucceeded || v.code == codeDuplicatePayments {
+		o = vault.Succeeded
+	}
+	state, err := s.vault.issuer.Reconcile(ctx, req.KeyRef, rec.IdempotencyKey, o)
+	if err != nil {
+		s.log.WarnContext(ctx, "vault reservation not settled after reconciliation", "period", req.Period,
+			"customer", req.CustomerID, "key", req.KeyRef, "error", err.Error())
+		return
+	}
+	s.log.InfoContext(ctx, "vault reservation settled after reconciliation", "period", req.Period,
+		"customer", req.CustomerID, "key", req.KeyRef, "reservation", state)
 }
 
 // attemptStep is what beginAttempt decided.
@@ -202,6 +285,8 @@ type attemptStep struct {
 	// reconcile asks for listing before any request.
 	reconcile bool
 	rec       ChargeRecord
+	// mayRenew: a refusal of the key may be answered by renewing it.
+	mayRenew bool
 }
 
 // beginTimeout bounds the transaction that begins an attempt. Under heavy
@@ -346,7 +431,7 @@ func (s *Service) reconcile(ctx context.Context, client *stripe.Client, rec Char
 	}
 	switch {
 	case len(succeeded) > 1:
-		return verdict{state: StateHeldForReview, code: "duplicate_payments", paymentIntent: succeeded[0].ID,
+		return verdict{state: StateHeldForReview, code: codeDuplicatePayments, paymentIntent: succeeded[0].ID,
 			reason: fmt.Sprintf("%d successful PaymentIntents carry this key", len(succeeded))}, true, nil
 	case len(succeeded) == 1:
 		return classifyIntent(succeeded[0]), true, nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v82"
+
+	"billrun.dev/billrun/internal/vault"
 )
 
 // verdictKind is what an answer from Stripe (or the vault proxy in front of it)
@@ -42,16 +44,15 @@ type verdict struct {
 
 // Retry-After defaults, in the absence of a header from Stripe or the proxy.
 const (
-	retryKeyInUse   = 1 * time.Second
-	retryRateLimit  = 2 * time.Second
-	retryTransient  = 2 * time.Second
-	maxRetryAfter   = 60 * time.Second
-	vaultCapCode    = "vault_cap_exceeded"
-	vaultBudgetCode = "vault_budget_exceeded"
-	vaultExpired    = "vault_key_expired"
-	vaultUnknownKey = "vault_unknown_key"
-	vaultEndpoint   = "vault_endpoint_not_allowed"
+	retryKeyInUse  = 1 * time.Second
+	retryRateLimit = 2 * time.Second
+	retryTransient = 2 * time.Second
+	maxRetryAfter  = 60 * time.Second
 )
+
+// codeDuplicatePayments: reconciliation found more than one successful
+// PaymentIntent carrying the record's key.
+const codeDuplicatePayments = "duplicate_payments"
 
 // classifyIntent reads a PaymentIntent that Stripe returned (or that
 // reconciliation found).
@@ -99,14 +100,24 @@ func classifyError(err error) verdict {
 		}
 		return def
 	}
-	switch {
 	// The vault proxy answers in Stripe's error shape; its codes come first.
-	case se.Code == vaultCapCode || se.Code == vaultBudgetCode:
-		v.kind, v.state = kindTerminal, StateHeldForReview
-	case se.Code == vaultExpired:
-		v.kind, v.retryAfter = kindRetry, retryAfter(retryTransient)
-	case se.Code == vaultUnknownKey || se.Code == vaultEndpoint:
-		v.kind = kindBug
+	if verr := vault.ErrorForCode(string(se.Code)); verr != nil {
+		switch {
+		case errors.Is(verr, vault.ErrCapExceeded), errors.Is(verr, vault.ErrBudgetExceeded), errors.Is(verr, vault.ErrKeyRevoked):
+			// A cap, the run budget or an operator stopped it: a human decides.
+			v.kind, v.state = kindTerminal, StateHeldForReview
+		case errors.Is(verr, vault.ErrKeyExpired), errors.Is(verr, vault.ErrUnavailable), errors.Is(verr, vault.ErrUpstream):
+			// Renewed by Charge, or transient; an upstream failure may hide a
+			// payment, which the same idempotency key replays.
+			v.kind, v.retryAfter = kindRetry, retryAfter(retryTransient)
+		default:
+			// Unknown key, endpoint, customer, currency, reused or missing
+			// idempotency key, malformed request: a bug in the caller.
+			v.kind = kindBug
+		}
+		return v
+	}
+	switch {
 	case se.Code == stripe.ErrorCodeIdempotencyKeyInUse || se.HTTPStatusCode == http.StatusConflict:
 		v.kind, v.retryAfter = kindRetry, retryAfter(retryKeyInUse)
 	case se.HTTPStatusCode == http.StatusTooManyRequests:

@@ -38,8 +38,8 @@ type DuePage struct {
 }
 
 // DuePagePlan is one page worked out inside a transaction, before any write, so
-// that a caller (the vault's key issuance) can add its own per-customer writes to
-// the same transaction: PlanDuePage, then its writes, then Apply.
+// that key issuance can add its own per-customer writes to the same
+// transaction: PlanDuePage, then its writes, then Apply.
 type DuePagePlan struct {
 	// Page is the answer.
 	Page DuePage
@@ -48,32 +48,13 @@ type DuePagePlan struct {
 	Records map[string]ChargeRecord
 	// Created lists the records this page creates.
 	Created []ChargeRecord
-	run     Run
-	period  string
-}
-
-// DueCustomers enumerates one page of customers in id order, creating each
-// customer's write-ahead charge record (amount, currency and key fixed here) in
-// one transaction, renewing the lease, and marking enumeration done on the last
-// page. Customers with nothing to charge or unusable data get a terminal record
-// here and are not listed; customers already settled (a resumed run) are not
-// listed either.
-func (s *Service) DueCustomers(ctx context.Context, req DueRequest) (DuePage, error) {
-	var plan *DuePagePlan
-	err := s.store.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
-		var err error
-		if plan, err = s.PlanDuePage(ctx, tx, req); err != nil {
-			return err
-		}
-		return plan.Apply(tx)
-	})
-	if err != nil {
-		return DuePage{}, fmt.Errorf("due customers %s: %w", req.Period, err)
-	}
-	s.log.InfoContext(ctx, "due customers page", "period", req.Period, "execution", req.Execution,
-		"cursor", req.Cursor, "listed", len(plan.Page.Customers), "created", len(plan.Created),
-		"due_count", plan.Page.DueCount, "done", plan.Page.Done)
-	return plan.Page, nil
+	// Customers holds the page's customers as stored, by id (an undecodable
+	// one carries its id only).
+	Customers map[string]Customer
+	// held lists existing records that hold puts on hold, written by Apply.
+	held   []ChargeRecord
+	run    Run
+	period string
 }
 
 // validateDueRequest checks a page request and applies the default page size.
@@ -134,7 +115,7 @@ func (s *Service) PlanDuePage(ctx context.Context, tx store.Tx, req DueRequest) 
 	if !done {
 		customers = customers[:req.PageSize]
 	}
-	plan := &DuePagePlan{Records: map[string]ChargeRecord{}, period: req.Period}
+	plan := &DuePagePlan{Records: map[string]ChargeRecord{}, Customers: map[string]Customer{}, period: req.Period}
 	if len(customers) > 0 {
 		// Existing records of the page's customers: one ordered query, not a get each.
 		rq := store.Query{Collection: chargesCollection(req.Period), Limit: len(customers)}
@@ -184,9 +165,10 @@ func (s *Service) PlanDuePage(ctx context.Context, tx store.Tx, req DueRequest) 
 	extends := !run.EnumDone && req.Cursor <= run.EnumCursor
 	for _, cdoc := range customers {
 		id := cdoc.ID()
+		c, d := decideDoc(cdoc, req.Period)
+		plan.Customers[id] = c
 		rec, ok := plan.Records[id]
 		if !ok {
-			c, d := decideDoc(cdoc, req.Period)
 			rec = newRecord(req.Period, c, d, now)
 			plan.Records[id] = rec
 			plan.Created = append(plan.Created, rec)
@@ -215,10 +197,41 @@ func (s *Service) PlanDuePage(ctx context.Context, tx store.Tx, req DueRequest) 
 	return plan, nil
 }
 
-// Apply writes the page's new records and the renewed run.
+// hold records a pending customer of the page as held_for_review with code and
+// reason, and takes it off the page: its charge is never sent.
+func (p *DuePagePlan) hold(customerID, code, reason string, now time.Time) {
+	held := func(rec ChargeRecord) ChargeRecord {
+		rec.State, rec.ErrorCode, rec.Reason, rec.SettledAt, rec.UpdatedAt = StateHeldForReview, code, reason, now, now
+		p.Records[customerID] = rec
+		return rec
+	}
+	if i := slices.IndexFunc(p.Created, func(r ChargeRecord) bool { return r.CustomerID == customerID }); i >= 0 {
+		p.Created[i] = held(p.Created[i])
+	} else {
+		p.held = append(p.held, held(p.Records[customerID]))
+	}
+	p.Page.Customers = slices.DeleteFunc(p.Page.Customers, func(c DueCustomer) bool { return c.CustomerID == customerID })
+}
+
+// setKeyRef records the key reference on a record this page creates (an
+// existing record gets the reference of its next attempt from Charge).
+func (p *DuePagePlan) setKeyRef(customerID, ref string) {
+	if i := slices.IndexFunc(p.Created, func(r ChargeRecord) bool { return r.CustomerID == customerID }); i >= 0 {
+		p.Created[i].KeyRef = ref
+		p.Records[customerID] = p.Created[i]
+	}
+}
+
+// Apply writes the page's new records, the records put on hold, and the
+// renewed run.
 func (p *DuePagePlan) Apply(tx store.Tx) error {
 	for _, rec := range p.Created {
 		if err := tx.Create(chargePath(p.period, rec.CustomerID), rec.data()); err != nil {
+			return err
+		}
+	}
+	for _, rec := range p.held {
+		if err := tx.Set(chargePath(p.period, rec.CustomerID), rec.data()); err != nil {
 			return err
 		}
 	}

@@ -75,7 +75,7 @@ func (f *fields) time(key string) time.Time {
 	return t
 }
 
-func (f *fields) strings(key string) []string {
+func (f *fields) list(key string) []any {
 	v, ok := f.data[key]
 	if !ok || v == nil {
 		return nil
@@ -83,6 +83,13 @@ func (f *fields) strings(key string) []string {
 	list, ok := v.([]any)
 	if !ok {
 		f.fail(key, v, "array")
+	}
+	return list
+}
+
+func (f *fields) strings(key string) []string {
+	list := f.list(key)
+	if list == nil {
 		return nil
 	}
 	out := make([]string, 0, len(list))

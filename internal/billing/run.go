@@ -221,9 +221,16 @@ type Summary struct {
 	// Counts has one entry per terminal state (zeros included).
 	Counts map[string]int64 `json:"counts"`
 	// Totals is the amount charged (succeeded) per currency, in minor units.
-	Totals      map[string]int64 `json:"totals"`
-	CompletedBy string           `json:"completed_by"`
-	CompletedAt time.Time        `json:"completed_at"`
+	Totals map[string]int64 `json:"totals"`
+	// HeldCount is the number of customers held for review (Counts'
+	// held_for_review); Held names the first 100 of them by id, with why.
+	HeldCount int64          `json:"held_count"`
+	Held      []HeldCustomer `json:"held"`
+	// Budget is the run's budget as the vault enforced it (absent without a
+	// vault).
+	Budget      *Budget   `json:"budget,omitempty"`
+	CompletedBy string    `json:"completed_by"`
+	CompletedAt time.Time `json:"completed_at"`
 }
 
 func (s Summary) data() store.Data {
@@ -234,15 +241,42 @@ func (s Summary) data() store.Data {
 	for k, v := range s.Totals {
 		totals[k] = v
 	}
-	d := store.Data{"period": s.Period, "due": s.Due, "counts": counts, "totals": totals, "completed_by": s.CompletedBy}
+	held := make([]any, len(s.Held))
+	for i, h := range s.Held {
+		held[i] = h.data()
+	}
+	d := store.Data{"period": s.Period, "due": s.Due, "counts": counts, "totals": totals, "completed_by": s.CompletedBy,
+		"held_count": s.HeldCount, "held": held}
+	if s.Budget != nil {
+		d["budget"] = s.Budget.data()
+	}
 	setTime(d, "completed_at", s.CompletedAt)
 	return d
 }
 
 func summaryFrom(f *fields) Summary {
 	s := Summary{
-		Period: f.str("period"), Due: f.int("due"), CompletedBy: f.str("completed_by"),
-		CompletedAt: f.time("completed_at"), Counts: map[string]int64{}, Totals: map[string]int64{},
+		Period: f.str("period"), Due: f.int("due"), CompletedBy: f.str("completed_by"), HeldCount: f.int("held_count"),
+		CompletedAt: f.time("completed_at"), Counts: map[string]int64{}, Totals: map[string]int64{}, Held: []HeldCustomer{},
+	}
+	for _, v := range f.list("held") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			f.fail("held", v, "map element")
+			continue
+		}
+		hf := &fields{path: f.path, data: m}
+		s.Held = append(s.Held, HeldCustomer{CustomerID: hf.str("customer_id"), Code: hf.str("code"), Reason: hf.str("reason")})
+		if hf.err != nil && f.err == nil {
+			f.err = hf.err
+		}
+	}
+	if b := f.object("budget"); b != nil {
+		bf := &fields{path: f.path, data: b}
+		s.Budget = &Budget{Total: bf.int("total"), Used: bf.int("used"), Expected: bf.int("expected")}
+		if bf.err != nil && f.err == nil {
+			f.err = bf.err
+		}
 	}
 	for _, pair := range []struct {
 		key string
@@ -352,6 +386,13 @@ func (s *Service) summarise(ctx context.Context, period string, run Run) (Summar
 	}
 	if sum.Due < run.DueCount {
 		return Summary{}, fmt.Errorf("%w: %d customers enumerated but only %d charge records", ErrCorrupt, run.DueCount, sum.Due)
+	}
+	sum.HeldCount = sum.Counts[string(StateHeldForReview)]
+	if sum.Held, err = s.heldCustomers(ctx, period); err != nil {
+		return Summary{}, err
+	}
+	if sum.Budget, err = s.runBudget(ctx, period); err != nil {
+		return Summary{}, err
 	}
 	var coveredCount int64
 	for _, cur := range run.Currencies {

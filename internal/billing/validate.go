@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"billrun.dev/billrun/internal/vault"
 )
 
 var (
@@ -13,7 +15,6 @@ var (
 	customerIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 	// Execution ids: Workflows execution UUIDs, or local ids such as "local:1".
 	executionIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-	keyRefRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 	currencyRE    = regexp.MustCompile(`^[a-z]{3}$`)
 )
 
@@ -60,10 +61,13 @@ func ValidateExecutionID(id string) error {
 	return nil
 }
 
-// validateKeyRef checks an optional vault key reference.
+// validateKeyRef checks a vault key reference: every charge needs one (I3).
 func validateKeyRef(ref string) error {
-	if ref != "" && !keyRefRE.MatchString(ref) {
-		return fmt.Errorf("%w: key_ref: want 1-128 letters, digits, '_' or '-'", ErrInvalidInput)
+	switch {
+	case ref == "":
+		return fmt.Errorf("%w: key_ref: required (from IssueVaultKeys); no charge goes to Stripe without a vault key", ErrInvalidInput)
+	case !vault.ValidRef(ref):
+		return fmt.Errorf("%w: key_ref: malformed (want vk_ and 32 hex digits)", ErrInvalidInput)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,16 @@ const (
 	DefaultLogFormat       = "json"
 	stripeKeyWindow        = 24 * time.Hour
 	maxBodyBytesUpperLimit = 10 << 20
+	// DefaultVaultKeyTTL is a vault key's lifetime (vault.DefaultKeyTTL).
+	DefaultVaultKeyTTL = 48 * time.Hour
+	// DefaultVaultHistoryMultiple: without a ceiling, a cap is this many times
+	// the customer's largest recent payment (vault.DefaultHistoryMultiple).
+	DefaultVaultHistoryMultiple = 3
+	// DefaultVaultBudgetMarginPercent: the run budget is the sum of expected
+	// amounts times this percentage (vault.DefaultBudgetMarginPercent).
+	DefaultVaultBudgetMarginPercent = 110
+	// MinSigningSecretBytes is the vault signing secret's minimum length.
+	MinSigningSecretBytes = 32
 )
 
 // EmbeddedFile is the embedded store's file inside DataDir.
@@ -52,14 +63,16 @@ type Config struct {
 	// (default "(default)").
 	Database string
 	// StripeKey is STRIPE_SECRET_KEY (sk_… or rk_…), surrounding whitespace
-	// removed (secrets mounted from files often end in a newline). Required.
-	// Never logged: String redacts it.
+	// removed (secrets mounted from files often end in a newline). Only
+	// VaultProxy reads it (required there unless StripeSecretName is set); no
+	// other function holds a Stripe secret. Never logged: String redacts it.
 	StripeKey string
-	// StripeBaseURL is BILLRUN_STRIPE_API_BASE: "" (default) is Stripe itself;
-	// locally, the simulator's URL.
+	// StripeBaseURL is BILLRUN_STRIPE_API_BASE: where VaultProxy forwards; ""
+	// (default) is Stripe itself; locally, the simulator's URL.
 	StripeBaseURL string
 	// StripeTimeout is BILLRUN_STRIPE_TIMEOUT, one Stripe request's limit (Go
-	// duration; default 30s). Keep it below the function's own timeout.
+	// duration; default 30s), through the proxy from Charge and from the proxy
+	// to Stripe. Keep it below the function's own timeout.
 	StripeTimeout time.Duration
 	// Lease is BILLRUN_LEASE, how long a run claim lasts without progress
 	// (default 10m).
@@ -76,7 +89,56 @@ type Config struct {
 	LogFormat string
 	// LogLevel is BILLRUN_LOG_LEVEL: debug, info (default), warn or error.
 	LogLevel slog.Level
+
+	// VaultSigningSecret is BILLRUN_VAULT_SIGNING_SECRET: turns vault key
+	// references into credentials (at least 32 bytes; surrounding whitespace
+	// removed). Required by IssueVaultKeys, Charge and VaultProxy, which must
+	// share it; never logged.
+	VaultSigningSecret string
+	// VaultProxyURL is BILLRUN_VAULT_PROXY_URL: the root URL of the VaultProxy
+	// function (no path), where Charge sends every payment request. Required
+	// by Charge.
+	VaultProxyURL string
+	// VaultProxyIDToken is BILLRUN_VAULT_PROXY_ID_TOKEN (true/false, default
+	// false): Charge sends its Google ID token for the proxy's URL as
+	// X-Serverless-Authorization (Cloud Run IAM), since Authorization carries
+	// the key's credential. Set it in the cloud.
+	VaultProxyIDToken bool
+	// VaultKeyTTL is BILLRUN_VAULT_KEY_TTL, a key's lifetime before renewal
+	// (Go duration; default 48h).
+	VaultKeyTTL time.Duration
+	// VaultHistoryMultiple is BILLRUN_VAULT_HISTORY_MULTIPLE (1 to 100, default
+	// 3): a customer without a ceiling is capped at this many times its
+	// largest successful payment of the last three periods.
+	VaultHistoryMultiple int64
+	// VaultDefaultCaps is BILLRUN_VAULT_DEFAULT_CAPS, e.g. "usd=50000,eur=40000":
+	// the cap (minor units) of customers with neither ceiling nor history, per
+	// currency; a currency without one holds such customers for review.
+	// Default none.
+	VaultDefaultCaps map[string]int64
+	// VaultBudgetMarginPercent is BILLRUN_VAULT_BUDGET_MARGIN_PERCENT (100 to
+	// 1000, default 110): the run budget is the sum of the amounts of the keys
+	// issued times this percentage.
+	VaultBudgetMarginPercent int64
+	// StripeSecretName is BILLRUN_STRIPE_SECRET_NAME, a Secret Manager
+	// version ("projects/P/secrets/S/versions/latest") from which VaultProxy
+	// reads the Stripe secret; "" means STRIPE_SECRET_KEY.
+	StripeSecretName string
 }
+
+// Requirement is something a function needs beyond the common configuration.
+type Requirement int
+
+// Requirements.
+const (
+	// NeedsSigningSecret: IssueVaultKeys, Charge, VaultProxy.
+	NeedsSigningSecret Requirement = 1 << iota
+	// NeedsProxyURL: Charge.
+	NeedsProxyURL
+	// NeedsStripeSecret: VaultProxy (STRIPE_SECRET_KEY or
+	// BILLRUN_STRIPE_SECRET_NAME). No other function holds a Stripe secret.
+	NeedsStripeSecret
+)
 
 // Load reads the configuration through getenv (os.Getenv in production) and
 // validates it, reporting every problem at once.
@@ -112,14 +174,40 @@ func Load(getenv func(string) string) (Config, error) {
 		StalePending:  duration("BILLRUN_STALE_PENDING", DefaultStalePending),
 		MaxBodyBytes:  DefaultMaxBodyBytes,
 		LogFormat:     get("BILLRUN_LOG_FORMAT", DefaultLogFormat),
+
+		VaultSigningSecret:       get("BILLRUN_VAULT_SIGNING_SECRET", ""),
+		VaultProxyURL:            get("BILLRUN_VAULT_PROXY_URL", ""),
+		VaultKeyTTL:              duration("BILLRUN_VAULT_KEY_TTL", DefaultVaultKeyTTL),
+		VaultHistoryMultiple:     DefaultVaultHistoryMultiple,
+		VaultBudgetMarginPercent: DefaultVaultBudgetMarginPercent,
+		StripeSecretName:         get("BILLRUN_STRIPE_SECRET_NAME", ""),
 	}
-	if v := get("BILLRUN_MAX_BODY_BYTES", ""); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			problems = append(problems, fmt.Errorf("BILLRUN_MAX_BODY_BYTES=%q: not an integer", v))
-		} else {
-			c.MaxBodyBytes = n
+	integer := func(name string, dst *int64) {
+		if v := get(name, ""); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				problems = append(problems, fmt.Errorf("%s=%q: not an integer", name, v))
+				return
+			}
+			*dst = n
 		}
+	}
+	integer("BILLRUN_MAX_BODY_BYTES", &c.MaxBodyBytes)
+	integer("BILLRUN_VAULT_HISTORY_MULTIPLE", &c.VaultHistoryMultiple)
+	integer("BILLRUN_VAULT_BUDGET_MARGIN_PERCENT", &c.VaultBudgetMarginPercent)
+	if v := get("BILLRUN_VAULT_PROXY_ID_TOKEN", ""); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("BILLRUN_VAULT_PROXY_ID_TOKEN=%q: want true or false", v))
+		}
+		c.VaultProxyIDToken = b
+	}
+	if v := get("BILLRUN_VAULT_DEFAULT_CAPS", ""); v != "" {
+		caps, err := parseCaps(v)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("BILLRUN_VAULT_DEFAULT_CAPS=%q: %w", v, err))
+		}
+		c.VaultDefaultCaps = caps
 	}
 	if v := get("BILLRUN_LOG_LEVEL", ""); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -153,12 +241,32 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case c.StripeKey == "":
-		bad("STRIPE_SECRET_KEY: required")
 	case !strings.HasPrefix(c.StripeKey, "sk_") && !strings.HasPrefix(c.StripeKey, "rk_"):
 		// Say what is wrong without echoing any of the value.
 		bad("STRIPE_SECRET_KEY: not a secret or restricted key (want sk_… or rk_…)")
 	case strings.ContainsAny(c.StripeKey, " \t\r\n"):
 		bad("STRIPE_SECRET_KEY: contains whitespace")
+	}
+	if c.StripeSecretName != "" && !secretNameRE.MatchString(c.StripeSecretName) {
+		bad("BILLRUN_STRIPE_SECRET_NAME=%q: want projects/P/secrets/S/versions/V", c.StripeSecretName)
+	}
+	if c.VaultSigningSecret != "" && len(c.VaultSigningSecret) < MinSigningSecretBytes {
+		bad("BILLRUN_VAULT_SIGNING_SECRET: at least %d bytes", MinSigningSecretBytes)
+	}
+	if c.VaultProxyURL != "" {
+		u, err := url.Parse(c.VaultProxyURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			bad("BILLRUN_VAULT_PROXY_URL=%q: want the http(s) root URL of VaultProxy, with no path", c.VaultProxyURL)
+		}
+	}
+	if c.VaultKeyTTL < time.Minute {
+		bad("BILLRUN_VAULT_KEY_TTL=%s: must be at least 1m", c.VaultKeyTTL)
+	}
+	if c.VaultHistoryMultiple < 1 || c.VaultHistoryMultiple > 100 {
+		bad("BILLRUN_VAULT_HISTORY_MULTIPLE=%d: want 1 to 100", c.VaultHistoryMultiple)
+	}
+	if c.VaultBudgetMarginPercent < 100 || c.VaultBudgetMarginPercent > 1000 {
+		bad("BILLRUN_VAULT_BUDGET_MARGIN_PERCENT=%d: want 100 to 1000", c.VaultBudgetMarginPercent)
 	}
 	if c.StripeBaseURL != "" {
 		u, err := url.Parse(c.StripeBaseURL)
@@ -184,17 +292,61 @@ func (c Config) Validate() error {
 	return errors.Join(problems...)
 }
 
+// Require reports what a function needs and c lacks, all at once.
+func (c Config) Require(r Requirement) error {
+	var problems []error
+	if r&NeedsSigningSecret != 0 && c.VaultSigningSecret == "" {
+		problems = append(problems, errors.New("BILLRUN_VAULT_SIGNING_SECRET: required"))
+	}
+	if r&NeedsProxyURL != 0 && c.VaultProxyURL == "" {
+		problems = append(problems, errors.New("BILLRUN_VAULT_PROXY_URL: required (the root URL of VaultProxy)"))
+	}
+	if r&NeedsStripeSecret != 0 && c.StripeKey == "" && c.StripeSecretName == "" {
+		problems = append(problems, errors.New("STRIPE_SECRET_KEY (or BILLRUN_STRIPE_SECRET_NAME): required"))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("config: %w", errors.Join(problems...))
+	}
+	return nil
+}
+
+var (
+	secretNameRE = regexp.MustCompile(`^projects/[^/]+/secrets/[^/]+/versions/[^/]+$`)
+	capRE        = regexp.MustCompile(`^([a-z]{3})=([0-9]{1,13})$`)
+)
+
+// parseCaps reads "usd=50000,eur=40000".
+func parseCaps(v string) (map[string]int64, error) {
+	caps := map[string]int64{}
+	for _, part := range strings.Split(v, ",") {
+		m := capRE.FindStringSubmatch(strings.TrimSpace(part))
+		if m == nil {
+			return nil, fmt.Errorf("%q: want currency=amount, e.g. usd=50000", part)
+		}
+		n, _ := strconv.ParseInt(m[2], 10, 64)
+		if n <= 0 {
+			return nil, fmt.Errorf("%q: the cap must be positive", part)
+		}
+		caps[m[1]] = n
+	}
+	return caps, nil
+}
+
 // EmbeddedPath is the embedded store's file.
 func (c Config) EmbeddedPath() string { return filepath.Join(c.DataDir, EmbeddedFile) }
 
-// String renders the configuration for logs, with the Stripe key redacted.
+// String renders the configuration for logs, with the Stripe key and the
+// signing secret redacted.
 func (c Config) String() string {
-	key := "unset"
-	if c.StripeKey != "" {
-		key = "set (redacted)"
+	set := func(v string) string {
+		if v == "" {
+			return "unset"
+		}
+		return "set (redacted)"
 	}
-	return fmt.Sprintf("store=%s data_dir=%s project=%s database=%s stripe_key=%s stripe_base=%q stripe_timeout=%s lease=%s stale_pending=%s max_body=%d log=%s/%s",
-		c.Store, c.DataDir, c.Project, c.Database, key, c.StripeBaseURL, c.StripeTimeout, c.Lease, c.StalePending, c.MaxBodyBytes, c.LogFormat, c.LogLevel)
+	return fmt.Sprintf("store=%s data_dir=%s project=%s database=%s stripe_key=%s stripe_secret_name=%q stripe_base=%q stripe_timeout=%s lease=%s stale_pending=%s max_body=%d log=%s/%s vault_signing_secret=%s vault_proxy=%q vault_proxy_id_token=%t vault_key_ttl=%s vault_history_multiple=%d vault_default_caps=%v vault_budget_margin=%d%%",
+		c.Store, c.DataDir, c.Project, c.Database, set(c.StripeKey), c.StripeSecretName, c.StripeBaseURL, c.StripeTimeout, c.Lease, c.StalePending, c.MaxBodyBytes, c.LogFormat, c.LogLevel,
+		set(c.VaultSigningSecret), c.VaultProxyURL, c.VaultProxyIDToken, c.VaultKeyTTL, c.VaultHistoryMultiple, c.VaultDefaultCaps, c.VaultBudgetMarginPercent)
 }
 
 // LogValue keeps the key out of structured logs too.

@@ -29,6 +29,10 @@ func newRef() string {
 	return refPrefix + hex.EncodeToString(b[:])
 }
 
+// ValidRef reports whether ref has the shape of a key reference, so a caller
+// can refuse a malformed one before any store read.
+func ValidRef(ref string) bool { return validRef(ref) }
+
 func validRef(ref string) bool {
 	if len(ref) != len(refPrefix)+refHexLen || !strings.HasPrefix(ref, refPrefix) {
 		return false

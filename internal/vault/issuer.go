@@ -172,6 +172,7 @@ type IssueRequest struct {
 
 // Issued is the vault's answer for one customer. It holds no secret.
 type Issued struct {
+	Period   string
 	Customer string
 	// KeyRef is the key reference, "" when Held.
 	KeyRef     string
@@ -243,6 +244,7 @@ func (is *Issuer) capFor(r IssueRequest) (limit int64, source, detail string) {
 
 func issuedFrom(k keyRecord) Issued {
 	return Issued{
+		Period:     k.Period,
 		Customer:   k.Customer,
 		KeyRef:     k.Ref,
 		Amount:     k.Amount,
@@ -255,14 +257,32 @@ func issuedFrom(k keyRecord) Issued {
 }
 
 // IssuePage issues the keys of one page of a period's due customers, in one
-// transaction. It is idempotent per (period, customer): a retried page returns
-// the same references; a customer whose key has expired gets its next
-// generation (see Renew). A customer whose amount exceeds its cap, or who has
-// no cap source, is Held and gets no key; the page goes on. New keys share
+// transaction of its own (IssueTx in a caller's transaction).
+func (is *Issuer) IssuePage(ctx context.Context, period string, reqs []IssueRequest) ([]Issued, error) {
+	var out []Issued
+	err := is.cfg.Store.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		out, err = is.IssueTx(ctx, tx, period, reqs)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("issue page %s: %w", period, err)
+	}
+	return out, nil
+}
+
+// IssueTx issues the keys of one page inside tx, so a caller can write its own
+// records of the same customers in the same transaction. It reads first and
+// then writes, as Firestore transactions require: a caller must do all its
+// reads before calling it. It is idempotent per (period, customer): a retried
+// page returns the same references; a customer whose key has expired gets its
+// next generation (see Renew). A customer whose amount exceeds its cap, or who
+// has no cap source, is Held and gets no key; the page goes on. New keys share
 // budget shards of at most ShardSize keys, each holding the sum of its keys'
 // amounts times the margin, so the run budget grows page by page with no
-// document that every charge writes.
-func (is *Issuer) IssuePage(ctx context.Context, period string, reqs []IssueRequest) ([]Issued, error) {
+// document that every charge writes. It writes at most 3 documents per
+// customer plus one per shard.
+func (is *Issuer) IssueTx(ctx context.Context, tx store.Tx, period string, reqs []IssueRequest) ([]Issued, error) {
 	if !periodRE.MatchString(period) {
 		return nil, fmt.Errorf("issue page: period %q is not YYYY-MM: %w", period, ErrInvalid)
 	}
@@ -281,96 +301,89 @@ func (is *Issuer) IssuePage(ctx context.Context, period string, reqs []IssueRequ
 	}
 
 	now := is.cfg.Now().UTC()
-	var out []Issued
-	err := is.cfg.Store.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
-		out = make([]Issued, len(reqs))
-		existing := make([]*keyRecord, len(reqs))
-		for i, r := range reqs {
-			ref, err := readIndex(ctx, tx, period, r.Customer)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			k, err := readKey(ctx, tx, ref)
-			if err != nil {
-				return err
-			}
-			existing[i] = &k
+	out := make([]Issued, len(reqs))
+	existing := make([]*keyRecord, len(reqs))
+	for i, r := range reqs {
+		ref, err := readIndex(ctx, tx, period, r.Customer)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
 		}
+		if err != nil {
+			return nil, err
+		}
+		k, err := readKey(ctx, tx, ref)
+		if err != nil {
+			return nil, err
+		}
+		existing[i] = &k
+	}
 
-		var fresh []*keyRecord
-		for i, r := range reqs {
-			k := existing[i]
+	var fresh []*keyRecord
+	for i, r := range reqs {
+		k := existing[i]
+		switch {
+		case k == nil:
+			limit, source, why := is.capFor(r)
 			switch {
-			case k == nil:
-				limit, source, why := is.capFor(r)
-				switch {
-				case source == "":
-					out[i] = held(r, 0, HoldNoCapSource, fmt.Sprintf("no ceiling, no recent payments and no default cap for %s", r.Currency))
-				case r.Amount > limit:
-					out[i] = held(r, limit, HoldAmountAboveCap, fmt.Sprintf("amount %d %s is above cap %d (%s)", r.Amount, r.Currency, limit, why))
-				default:
-					nk := is.newKey(period, r, limit, source, now)
-					fresh = append(fresh, &nk)
-					out[i] = issuedFrom(nk)
-				}
-			case k.Revoked:
-				out[i] = held(r, k.Cap, HoldKeyRevoked, fmt.Sprintf("key %s revoked: %s", k.Ref, k.RevokeReason))
-			case !now.Before(k.ExpiresAt):
-				nk, err := is.renew(tx, *k, now)
-				if err != nil {
-					return err
-				}
-				out[i] = issuedFrom(nk)
+			case source == "":
+				out[i] = held(period, r, 0, HoldNoCapSource, fmt.Sprintf("no ceiling, no recent payments and no default cap for %s", r.Currency))
+			case r.Amount > limit:
+				out[i] = held(period, r, limit, HoldAmountAboveCap, fmt.Sprintf("amount %d %s is above cap %d (%s)", r.Amount, r.Currency, limit, why))
 			default:
-				out[i] = issuedFrom(*k)
+				nk := is.newKey(period, r, limit, source, now)
+				fresh = append(fresh, &nk)
+				out[i] = issuedFrom(nk)
 			}
+		case k.Revoked:
+			out[i] = held(period, r, k.Cap, HoldKeyRevoked, fmt.Sprintf("key %s revoked: %s", k.Ref, k.RevokeReason))
+		case !now.Before(k.ExpiresAt):
+			nk, err := is.renew(tx, *k, now)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = issuedFrom(nk)
+		default:
+			out[i] = issuedFrom(*k)
 		}
+	}
 
-		// Keys are dealt round-robin over the page's shards: the workflow
-		// charges consecutive customers in parallel, and dealing them apart
-		// puts those concurrent reservations on different shard documents.
-		shards := make([][]*keyRecord, (len(fresh)+is.cfg.ShardSize-1)/is.cfg.ShardSize)
-		for j, k := range fresh {
-			shards[j%len(shards)] = append(shards[j%len(shards)], k)
+	// Keys are dealt round-robin over the page's shards: the workflow
+	// charges consecutive customers in parallel, and dealing them apart
+	// puts those concurrent reservations on different shard documents.
+	shards := make([][]*keyRecord, (len(fresh)+is.cfg.ShardSize-1)/is.cfg.ShardSize)
+	for j, k := range fresh {
+		shards[j%len(shards)] = append(shards[j%len(shards)], k)
+	}
+	for _, group := range shards {
+		var sum int64
+		for _, k := range group {
+			sum += k.Amount
 		}
-		for _, group := range shards {
-			var sum int64
-			for _, k := range group {
-				sum += k.Amount
+		shard := shardCollection(period) + "/" + newShardID()
+		if err := tx.Create(shard, store.Data{
+			"budget":     ceilDiv(sum*is.cfg.BudgetMarginPercent, 100),
+			"used":       int64(0),
+			"expected":   sum,
+			"keys":       int64(len(group)),
+			"created_at": now,
+		}); err != nil {
+			return nil, err
+		}
+		for _, k := range group {
+			k.BudgetShard = shard
+			if err := tx.Create(keyPath(k.Ref), k.data()); err != nil {
+				return nil, err
 			}
-			shard := shardCollection(period) + "/" + newShardID()
-			if err := tx.Create(shard, store.Data{
-				"budget":     ceilDiv(sum*is.cfg.BudgetMarginPercent, 100),
-				"used":       int64(0),
-				"expected":   sum,
-				"keys":       int64(len(group)),
-				"created_at": now,
-			}); err != nil {
-				return err
-			}
-			for _, k := range group {
-				k.BudgetShard = shard
-				if err := tx.Create(keyPath(k.Ref), k.data()); err != nil {
-					return err
-				}
-				if err := writeIndex(tx, *k); err != nil {
-					return err
-				}
+			if err := writeIndex(tx, *k); err != nil {
+				return nil, err
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("issue page %s: %w", period, err)
 	}
 	return out, nil
 }
 
-func held(r IssueRequest, limit int64, reason, detail string) Issued {
-	return Issued{Customer: r.Customer, Amount: r.Amount, Currency: r.Currency, Cap: limit, Held: true, Reason: reason, Detail: detail}
+func held(period string, r IssueRequest, limit int64, reason, detail string) Issued {
+	return Issued{Period: period, Customer: r.Customer, Amount: r.Amount, Currency: r.Currency, Cap: limit, Held: true, Reason: reason, Detail: detail}
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
