@@ -71,9 +71,16 @@ type result struct {
 // billrun runs the binary in dataDir's stack with args and waits for it.
 func billrun(t *testing.T, dataDir string, args ...string) result {
 	t.Helper()
+	return billrunEnv(t, dataDir, nil, args...)
+}
+
+// billrunEnv is billrun with environment variables (K=V) added.
+func billrunEnv(t *testing.T, dataDir string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), commandTimeout)
 	defer cancel()
 	cmd := command(ctx, dataDir, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -123,7 +123,18 @@ func TestF3_TwoExecutionsAtOnce(t *testing.T) {
 	if completed != 1 {
 		t.Fatalf("%d executions completed, want 1: %+v", completed, outs)
 	}
-	assertOnce(t, dir)
+	paid := len(assertOnce(t, dir))
+	// The same audit through Stripe's list API, served by the simulator.
+	sim, err := serverURL(dir, "stripe_simulator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := billrunEnv(t, dir, []string{"STRIPE_SECRET_KEY=sk_test_audit", "BILLRUN_STRIPE_API_BASE=" + sim.String()},
+		"audit", "--period", period, "--stripe", "--json").mustSucceed(t, "audit --stripe")
+	var audit struct{ Payments int }
+	if err := json.Unmarshal([]byte(r.stdout), &audit); err != nil || audit.Payments != paid {
+		t.Fatalf("audit --stripe saw %d payments (%v), the ledger holds %d", audit.Payments, err, paid)
+	}
 }
 
 // TestF4_ExecutionKilledMidRun kills the process running an execution
@@ -186,7 +197,7 @@ func TestF5_BranchFailsAndFanOutRetried(t *testing.T) {
 			http.Error(w, `{"error":"injected by TestF5"}`, http.StatusBadRequest)
 			return
 		}
-		target, err := functionsURL(dir)
+		target, err := serverURL(dir, "functions")
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
@@ -221,19 +232,19 @@ func TestF5_BranchFailsAndFanOutRetried(t *testing.T) {
 	assertOnce(t, dir)
 }
 
-// functionsURL reads where the stack serving dataDir serves the functions.
-func functionsURL(dataDir string) (*url.URL, error) {
+// serverURL reads one of the URLs (functions, stripe_simulator) of the stack
+// serving dataDir.
+func serverURL(dataDir, key string) (*url.URL, error) {
 	b, err := os.ReadFile(filepath.Join(dataDir, "server.json"))
 	if err != nil {
 		return nil, err
 	}
-	var info struct {
-		Functions string `json:"functions"`
-	}
+	var info map[string]any
 	if err := json.Unmarshal(b, &info); err != nil {
 		return nil, err
 	}
-	return url.Parse(info.Functions)
+	s, _ := info[key].(string)
+	return url.Parse(s)
 }
 
 // TestF10_CardDeclined and TestF14_AuthenticationRequired: a permanent

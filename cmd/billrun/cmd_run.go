@@ -9,6 +9,7 @@ import (
 
 	"billrun.dev/billrun/internal/config"
 	"billrun.dev/billrun/internal/sample"
+	"billrun.dev/billrun/internal/store"
 	"billrun.dev/billrun/internal/store/firestoredb"
 )
 
@@ -53,15 +54,24 @@ func runRun(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer ex.Close()
-	client, err := firestore.NewClientWithDatabase(ctx, *project, *database)
+	db, err := openFirestore(ctx, *project, *database)
 	if err != nil {
-		return fmt.Errorf("firestore: %w", err)
+		return err
 	}
-	db := firestoredb.NewFromClient(client)
 	defer db.Close()
 	n, err := sample.Count(ctx, db)
 	if err != nil {
 		return err
 	}
 	return executePeriod(ctx, env, ex, db, p, n, *asJSON)
+}
+
+// openFirestore opens a project's Firestore database with Application Default
+// Credentials (or FIRESTORE_EMULATOR_HOST).
+func openFirestore(ctx context.Context, project, database string) (store.Backend, error) {
+	client, err := firestore.NewClientWithDatabase(ctx, project, database)
+	if err != nil {
+		return nil, fmt.Errorf("firestore: %w", err)
+	}
+	return firestoredb.NewFromClient(client), nil
 }
