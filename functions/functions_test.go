@@ -3,9 +3,11 @@ package functions_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 	"github.com/stripe/stripe-go/v82"
 
+	"billrun.dev/billrun/internal/api"
 	"billrun.dev/billrun/internal/billing"
 	"billrun.dev/billrun/internal/config"
 	"billrun.dev/billrun/internal/store/embedded"
@@ -23,7 +26,8 @@ import (
 )
 
 // TestServedByFunctionsFramework serves the registered functions the way the
-// local stack does (funcframework.Start, environment only) and bills a period.
+// local stack does (funcframework.Start, environment only), VaultProxy at the
+// root of its own listener, and bills a period through the proxy.
 func TestServedByFunctionsFramework(t *testing.T) {
 	sim, err := stripesim.New(stripesim.Config{})
 	if err != nil {
@@ -38,6 +42,11 @@ func TestServedByFunctionsFramework(t *testing.T) {
 	t.Setenv("STRIPE_SECRET_KEY", "sk_test_functions")
 	t.Setenv("BILLRUN_STRIPE_API_BASE", simSrv.URL)
 	t.Setenv("BILLRUN_LOG_LEVEL", "warn")
+	t.Setenv("BILLRUN_VAULT_SIGNING_SECRET", "functions test signing secret, 32 bytes+")
+	t.Setenv("BILLRUN_VAULT_DEFAULT_CAPS", "usd=100000")
+	proxy := httptest.NewServer(api.NewLazy(os.Getenv, io.Discard).Handler(api.NameVaultProxy))
+	defer proxy.Close()
+	t.Setenv("BILLRUN_VAULT_PROXY_URL", proxy.URL)
 
 	// Seed one customer in the store file the functions will open.
 	sc := billing.NewStripeClient("sk_test_seed", simSrv.URL, simSrv.Client())
@@ -95,14 +104,23 @@ func TestServedByFunctionsFramework(t *testing.T) {
 		want   any
 	}{
 		{"Preflight", map[string]any{"period": period, "execution_id": "e1"}, 200, "status", "claimed"},
-		{"DueCustomers", map[string]any{"period": period, "execution_id": "e1"}, 200, "done", true},
+		{"IssueVaultKeys", map[string]any{"period": period, "execution_id": "e1"}, 200, "done", true},
 		{"Charge", map[string]any{"period": period, "customer_id": "c1"}, 200, "outcome", "charged"},
 		{"MarkCompleted", map[string]any{"period": period, "execution_id": "e1"}, 200, "due", float64(1)},
 		{"Preflight", map[string]any{"period": period, "execution_id": "e2"}, 200, "status", "already_billed"},
 		{"Charge", map[string]any{"period": period, "customer_id": "c1", "amount": 1}, 400, "error", `request body: malformed JSON: json: unknown field "amount"`},
 	}
+	keyRef := ""
 	for _, s := range steps {
+		if s.fn == "Charge" && s.status == 200 {
+			s.body["key_ref"] = keyRef
+		}
 		status, body := call(s.fn, s.body)
+		if s.fn == "IssueVaultKeys" {
+			if list, _ := body["customers"].([]any); len(list) == 1 {
+				keyRef, _ = list[0].(map[string]any)["key_ref"].(string)
+			}
+		}
 		if status != s.status || body[s.key] != s.want {
 			t.Fatalf("%s: %d %v, want %d with %s=%v", s.fn, status, body, s.status, s.key, s.want)
 		}

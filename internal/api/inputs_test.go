@@ -71,9 +71,10 @@ func TestConcurrentChargesOnePayment(t *testing.T) {
 	})
 }
 
-// TestBadInputs: malformed requests are refused with a clear 4xx and change
-// nothing; customer data at fault is a recorded terminal outcome; no payment
-// either way.
+// TestBadInputs: malformed requests (forged, truncated, missing or another
+// customer's key included) are refused with a clear 4xx and change nothing;
+// customer data at fault is a terminal outcome recorded by the page; no
+// payment either way.
 func TestBadInputs(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b store.Backend) {
 		e := newEnv(t, b, envOptions{})
@@ -83,7 +84,9 @@ func TestBadInputs(t *testing.T) {
 			cust{id: "nopm", amount: 1500},
 			cust{id: "nostripe", pm: "pm_card_visa", amount: 1500, noStripe: true},
 			cust{id: "badcur", pm: "pm_card_visa", amount: 1500, currency: "dollars"},
+			cust{id: "paid", pm: "pm_card_visa", amount: 1500},
 		)
+		forged := "vk_" + strings.Repeat("ab", 16)
 		huge := `{"period":"2026-10","customer_id":"` + strings.Repeat("x", 70<<10) + `"}`
 		requests := []struct {
 			name    string
@@ -103,10 +106,13 @@ func TestBadInputs(t *testing.T) {
 			{"period far ahead", "Preflight", `{"period":"2031-01","execution_id":"x"}`, 400, "unknown period"},
 			{"missing execution id", "Preflight", `{"period":"2026-10"}`, 400, "execution_id"},
 			{"customer id with a slash", "Charge", `{"period":"2026-10","customer_id":"a/b"}`, 400, "customer_id"},
-			{"bad key ref", "Charge", `{"period":"2026-10","customer_id":"zero","key_ref":"../x"}`, 400, "key_ref"},
-			{"page too big", "DueCustomers", `{"period":"2026-10","execution_id":"x","page_size":100000}`, 400, "page_size"},
+			{"no key ref", "Charge", `{"period":"2026-10","customer_id":"paid"}`, 400, "key_ref: required"},
+			{"bad key ref", "Charge", `{"period":"2026-10","customer_id":"zero","key_ref":"../x"}`, 400, "key_ref: malformed"},
+			{"truncated key ref", "Charge", `{"period":"2026-10","customer_id":"paid","key_ref":"` + forged[:20] + `"}`, 400, "key_ref: malformed"},
+			{"forged key ref", "Charge", `{"period":"2026-10","customer_id":"paid","key_ref":"` + forged + `"}`, 400, "names no vault key"},
+			{"page too big", "IssueVaultKeys", `{"period":"2026-10","execution_id":"x","page_size":151}`, 400, "page_size"},
 			{"oversized body", "Charge", huge, 413, "larger than"},
-			{"paging without a claim", "DueCustomers", `{"period":"2026-10","execution_id":"x"}`, 409, "lease_lost"},
+			{"paging without a claim", "IssueVaultKeys", `{"period":"2026-10","execution_id":"x"}`, 409, "lease_lost"},
 			{"completing without a claim", "MarkCompleted", `{"period":"2026-10","execution_id":"x"}`, 409, "lease_lost"},
 		}
 		for _, tc := range requests {
@@ -131,40 +137,32 @@ func TestBadInputs(t *testing.T) {
 			t.Fatalf("refused requests left %d records (%v)", len(recs), err)
 		}
 
-		customers := []struct {
-			id, outcome, code string
-			status            int
-			recorded          bool
-		}{
-			{"neg", "failed", "invalid_amount", 422, true},
-			{"zero", "skipped", "", 200, true},
-			{"nopm", "failed", "no_payment_method", 422, true},
-			{"nostripe", "failed", "no_stripe_customer", 422, true},
-			{"badcur", "failed", "invalid_currency", 422, true},
-			{"ghost", "failed", "unknown_customer", 422, false},
-		}
-		for _, tc := range customers {
-			t.Run(tc.id, func(t *testing.T) {
-				r := e.charge(tc.id)
-				wantStatus(t, r, tc.status, tc.outcome)
-				if tc.status == 422 && (r.str("error_code") != tc.code || r.str("reason") == "" || r.str("customer_id") != tc.id) {
-					t.Errorf("422 body %v, want code %s, a reason and the customer", r.body, tc.code)
-				}
-				_, err := billing.GetCharge(t.Context(), b, period, tc.id)
-				if recorded := err == nil; recorded != tc.recorded {
-					t.Errorf("recorded = %v, want %v (%v)", recorded, tc.recorded, err)
-				}
-			})
-		}
 		if n := len(e.stripePosts()); n != 0 {
 			t.Errorf("%d payment requests reached Stripe, want 0", n)
 		}
-		if n := len(e.sim.Ledger()); n != 0 {
-			t.Errorf("%d payments, want 0", n)
-		}
-		// A full run over the same customers completes with them all recorded.
+		// A run records the customers whose data is at fault when their page
+		// is issued; they get no key and are never sent.
 		res := e.runWorkflow("exec-1", 2, 1)
-		e.assertSummary(res.summary, 5, map[string]int64{"failed": 4, "skipped": 1})
+		e.assertSummary(res.summary, 6, map[string]int64{"failed": 4, "skipped": 1, "succeeded": 1})
+		recs := e.assertAllTerminal()
+		for id, code := range map[string]string{
+			"neg": "invalid_amount", "zero": "zero_amount", "nopm": "no_payment_method", "nostripe": "no_stripe_customer", "badcur": "invalid_currency",
+		} {
+			if recs[id].ErrorCode != code || recs[id].Reason == "" || recs[id].Attempts != 0 || e.keyRef(period, id) != "" {
+				t.Errorf("%s: %+v, want %s with a reason, no attempt and no key", id, recs[id], code)
+			}
+		}
+		// Another customer's key opens nothing (a settled customer is answered
+		// from its record, key or not).
+		for _, id := range []string{"ghost"} {
+			r := e.postCtx(t.Context(), e.http, 0, "Charge", map[string]any{"period": period, "customer_id": id, "key_ref": e.keyRef(period, "paid")})
+			if r.status != http.StatusBadRequest || !strings.Contains(r.str("error"), "another period or customer") {
+				t.Errorf("%s with another customer's key: %d %v, want 400", id, r.status, r.body)
+			}
+		}
+		if n := len(e.sim.Ledger()); n != 1 {
+			t.Errorf("%d payments, want 1", n)
+		}
 		e.assertAllTerminal()
 	})
 }

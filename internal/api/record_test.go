@@ -9,24 +9,23 @@ import (
 	"billrun.dev/billrun/internal/store"
 )
 
-// TestAmountFixedByWriteAheadRecord: the amount is fixed when the record is
-// written, by enumeration or by a first Charge; a later change of the
-// customer's data changes nothing for this period.
+// TestAmountFixedByWriteAheadRecord: the amount is fixed when the page writes
+// the record (and the key is issued for it); a later change of the customer's
+// data changes nothing for this period. No charge happens before its page.
 func TestAmountFixedByWriteAheadRecord(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b store.Backend) {
 		e := newEnv(t, b, envOptions{})
 		e.seed(visa(3)...)
-		// c000 is charged before any run exists: its record is made then.
+		// Before any page there is no key, and no charge.
 		early := e.charge("c000")
-		wantStatus(t, early, http.StatusOK, "charged")
-		if early.num("amount") != 1000 {
-			t.Fatalf("amount %d", early.num("amount"))
+		if early.status != http.StatusBadRequest || !strings.Contains(early.str("error"), "key_ref") {
+			t.Fatalf("charge before its page: %d %v, want 400 (no key)", early.status, early.body)
 		}
 		wantStatus(t, e.preflight("exec-1"), http.StatusOK, "")
-		page := e.call("DueCustomers", map[string]any{"period": period, "execution_id": "exec-1"})
+		page := e.issue(period, "exec-1", "", 0)
 		wantStatus(t, page, http.StatusOK, "")
-		if list := page.body["customers"].([]any); len(list) != 2 {
-			t.Fatalf("listed %v, want c001 and c002 (c000 is settled)", list)
+		if list := page.body["customers"].([]any); len(list) != 3 {
+			t.Fatalf("listed %v, want 3", list)
 		}
 		// The data changes after enumeration (a tenfold bug, a plan change).
 		c, err := billing.GetCustomer(t.Context(), b, "c001")
@@ -42,15 +41,17 @@ func TestAmountFixedByWriteAheadRecord(t *testing.T) {
 		if r.num("amount") != 1001 {
 			t.Errorf("charged %d, want the enumerated 1001", r.num("amount"))
 		}
+		wantStatus(t, e.charge("c000"), http.StatusOK, "charged")
 		wantStatus(t, e.charge("c002"), http.StatusOK, "charged")
 		sum := e.call("MarkCompleted", map[string]any{"period": period, "execution_id": "exec-1"})
 		e.assertSummary(sum, 3, map[string]int64{"succeeded": 3})
 		e.assertAllTerminal()
-		// A customer added after completion cannot be charged into the period.
+		// A customer added after completion has no key; another customer's
+		// key does not open its charge.
 		e.seed(cust{id: "late", pm: "pm_card_visa", amount: 999})
-		late := e.charge("late")
-		if late.status != http.StatusConflict || late.str("error") != "run_completed" {
-			t.Errorf("late customer: %d %v, want 409 run_completed", late.status, late.body)
+		late := e.postCtx(t.Context(), e.http, 0, "Charge", map[string]any{"period": period, "customer_id": "late", "key_ref": e.keyRef(period, "c000")})
+		if late.status != http.StatusBadRequest || !strings.Contains(late.str("error"), "another period or customer") {
+			t.Errorf("late customer: %d %v, want 400", late.status, late.body)
 		}
 		if n := len(e.assertLedgerOnce()); n != 3 {
 			t.Errorf("%d payments, want 3", n)
@@ -66,9 +67,9 @@ func TestCursorSkippingAheadDoesNotFinishEnumeration(t *testing.T) {
 		e := newEnv(t, b, envOptions{})
 		e.seed(visa(6)...)
 		wantStatus(t, e.preflight("exec-1"), http.StatusOK, "")
-		page := e.call("DueCustomers", map[string]any{"period": period, "execution_id": "exec-1", "page_size": 2})
+		page := e.issue(period, "exec-1", "", 2)
 		wantStatus(t, page, http.StatusOK, "")
-		skip := e.call("DueCustomers", map[string]any{"period": period, "execution_id": "exec-1", "cursor": "c003"})
+		skip := e.issue(period, "exec-1", "c003", 0)
 		wantStatus(t, skip, http.StatusOK, "")
 		if skip.body["done"] != true || skip.num("due_count") != 2 {
 			t.Fatalf("skipping page: %v, want the last page with due_count still 2", skip.body)
@@ -81,7 +82,7 @@ func TestCursorSkippingAheadDoesNotFinishEnumeration(t *testing.T) {
 			t.Fatalf("mark completed: %d %v, want 409 (enumeration not finished)", done.status, done.body)
 		}
 		// Paging on from the last real cursor finishes the job.
-		rest := e.call("DueCustomers", map[string]any{"period": period, "execution_id": "exec-1", "cursor": page.str("next_cursor")})
+		rest := e.issue(period, "exec-1", page.str("next_cursor"), 0)
 		if rest.body["done"] != true || rest.num("due_count") != 6 {
 			t.Fatalf("resumed paging: %v", rest.body)
 		}
