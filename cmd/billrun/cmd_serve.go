@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	"billrun.dev/billrun/internal/api"
 )
 
 // defaultServeAddr is where billrun serve's Executions API listens.
@@ -34,7 +37,8 @@ demo and customers on the same data directory go through it.`)
 	w := env.stdout
 	fmt.Fprintf(w, "billrun local stack on %s\n", *dataDir)
 	fmt.Fprintf(w, "  Executions API     %s  (REST and gRPC; any project and location, workflow \"billing\")\n", s.APIURL)
-	fmt.Fprintf(w, "  functions          %s/{Preflight,DueCustomers,Charge,MarkCompleted}\n", s.FunctionsURL)
+	fmt.Fprintf(w, "  functions          %s/{%s}\n", s.FunctionsURL, strings.Join(api.Names(), ","))
+	fmt.Fprintf(w, "  vault proxy        %s\n", s.VaultProxyURL)
 	fmt.Fprintf(w, "  Stripe simulator   %s  (GET /_sim/ledger)\n", s.SimURL)
 	fmt.Fprintln(w, "\nDrive it with gcloud:")
 	fmt.Fprintf(w, "  gcloud config set api_endpoint_overrides/workflowexecutions %s/\n", s.APIURL)

@@ -15,9 +15,12 @@ package localstack
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -47,10 +50,13 @@ const WorkflowID = "billing"
 // not a secret: the simulator accepts any sk_test_ key.
 const StripeKey = "sk_test_billrun_local"
 
-// Directories inside the data directory.
+// Paths inside the data directory.
 const (
 	SimDir        = "stripesim"
 	ExecutionsDir = "executions"
+	// signingSecretFile keeps the vault signing secret, so keys issued by one
+	// process verify in the next (a run taken over after a crash).
+	signingSecretFile = "vault-signing-secret"
 )
 
 // Config configures a Stack.
@@ -85,9 +91,9 @@ type Stack struct {
 	Executions *workflow.Executions
 	// Sim is the Stripe simulator.
 	Sim *stripesim.Server
-	// FunctionsURL, SimURL and APIURL are the base URLs of the functions, the
-	// simulator and the Executions API.
-	FunctionsURL, SimURL, APIURL string
+	// FunctionsURL, VaultProxyURL, SimURL and APIURL are the base URLs of the
+	// functions, the vault proxy, the simulator and the Executions API.
+	FunctionsURL, VaultProxyURL, SimURL, APIURL string
 	// Env is the workflow's environment (function URLs and settings).
 	Env map[string]string
 
@@ -140,13 +146,19 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, err
 	}
 
-	if s.FunctionsURL, err = startFunctions(ctx, cfg, s.SimURL); err != nil {
+	// VaultProxy is its own function in the cloud (FUNCTION_TARGET=VaultProxy),
+	// served at the root of its URL: here, its own listener and instance.
+	proxy := api.NewLazy(os.Getenv, logs).Handler(api.NameVaultProxy)
+	if s.VaultProxyURL, err = s.serve("127.0.0.1:0", proxy); err != nil {
+		return nil, err
+	}
+	if s.FunctionsURL, err = startFunctions(ctx, cfg, s.SimURL, s.VaultProxyURL); err != nil {
 		return nil, err
 	}
 
 	s.Env = map[string]string{
 		"BILLRUN_PREFLIGHT_URL":      s.FunctionsURL + "/" + api.NamePreflight,
-		"BILLRUN_ISSUE_KEYS_URL":     s.FunctionsURL + "/" + api.NameDueCustomers,
+		"BILLRUN_ISSUE_KEYS_URL":     s.FunctionsURL + "/" + api.NameIssueVaultKeys,
 		"BILLRUN_CHARGE_URL":         s.FunctionsURL + "/" + api.NameCharge,
 		"BILLRUN_MARK_COMPLETED_URL": s.FunctionsURL + "/" + api.NameMarkCompleted,
 	}
@@ -202,10 +214,14 @@ func (s *Stack) serve(addr string, h http.Handler) (string, error) {
 // startFunctions sets the functions' environment and starts
 // functions-framework-go's server on a free port, keeping its "Serving
 // function" lines off the process's standard output.
-func startFunctions(ctx context.Context, cfg Config, simURL string) (string, error) {
+func startFunctions(ctx context.Context, cfg Config, simURL, proxyURL string) (string, error) {
 	lease := cfg.Lease
 	if lease == 0 {
 		lease = config.DefaultLease
+	}
+	secret, err := signingSecret(cfg.DataDir)
+	if err != nil {
+		return "", fmt.Errorf("localstack: %w", err)
 	}
 	env := map[string]string{
 		"FUNCTION_TARGET":         "", // serve every function at /<name>
@@ -216,6 +232,11 @@ func startFunctions(ctx context.Context, cfg Config, simURL string) (string, err
 		"BILLRUN_LEASE":           lease.String(),
 		"BILLRUN_LOG_FORMAT":      "text",
 		"BILLRUN_LOG_LEVEL":       cfg.LogLevel.String(),
+		// The vault: keys are issued and verified with the directory's
+		// secret; Charge pays through the proxy, the only holder of the
+		// Stripe key.
+		"BILLRUN_VAULT_SIGNING_SECRET": secret,
+		"BILLRUN_VAULT_PROXY_URL":      proxyURL,
 	}
 	// The functions are configured from the process environment, as on Cloud
 	// Run; check it first so a bad setting fails here, not on every request.
@@ -256,6 +277,38 @@ func startFunctions(ctx context.Context, cfg Config, simURL string) (string, err
 		return "", fmt.Errorf("localstack: functions: %w", startErr)
 	}
 	return "http://127.0.0.1:" + port, nil
+}
+
+// signingSecret reads the data directory's vault signing secret, creating a
+// random one the first time.
+func signingSecret(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, signingSecretFile)
+	b, err := os.ReadFile(path)
+	if err == nil && len(b) >= config.MinSigningSecretBytes {
+		return string(b), nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	secret := hex.EncodeToString(raw)
+	// O_EXCL: of two processes creating it at once, one wins and both use
+	// its secret.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return signingSecret(dataDir)
+	}
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.WriteString(secret); err != nil {
+		f.Close()
+		return "", err
+	}
+	return secret, f.Close()
 }
 
 func freePort() (string, error) {
