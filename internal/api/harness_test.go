@@ -99,9 +99,9 @@ type envOptions struct {
 	instances int
 	// vault adjusts the issuer (default caps of 1,000,000 in usd and eur).
 	vault vault.IssuerConfig
-	// proxyAhead runs the proxy's clock ahead of the functions' (a key that
-	// expires between Charge's check and the proxy).
-	proxyAhead time.Duration
+	// vaultAhead runs the vault's clock (issuer and proxy) ahead of the
+	// functions' own: a key can expire between Charge's check and the proxy.
+	vaultAhead time.Duration
 	// logs receives the functions' and the proxy's logs; nil discards.
 	logs io.Writer
 }
@@ -142,7 +142,8 @@ func newEnv(t testing.TB, b store.Backend, opts envOptions) *env {
 		log = slog.New(slog.NewJSONHandler(opts.logs, nil))
 	}
 	icfg := opts.vault
-	icfg.Store, icfg.SigningSecret, icfg.Now = handlerStore, testSigningSecret, clock.Now
+	vaultNow := func() time.Time { return clock.Now().Add(opts.vaultAhead) }
+	icfg.Store, icfg.SigningSecret, icfg.Now = handlerStore, testSigningSecret, vaultNow
 	if icfg.DefaultCaps == nil {
 		icfg.DefaultCaps = map[string]int64{"usd": 1_000_000, "eur": 1_000_000}
 	}
@@ -154,7 +155,7 @@ func newEnv(t testing.TB, b store.Backend, opts envOptions) *env {
 	// fault injection, and the only copy of the Stripe key.
 	proxy, err := vault.NewProxy(vault.ProxyConfig{
 		Store: b, StripeURL: simSrv.URL, StripeSecret: vault.StaticSecret(testStripeKey), SigningSecret: testSigningSecret,
-		Now: func() time.Time { return clock.Now().Add(opts.proxyAhead) }, Logger: log, Client: newClient(),
+		Now: vaultNow, Logger: log, Client: newClient(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -102,7 +102,7 @@ func (v *Vault) usableKey(ctx context.Context, req ChargeRequest, now time.Time)
 		return "", fmt.Errorf("%w: key_ref belongs to another period or customer", ErrInvalidInput)
 	}
 	if ks.SupersededBy == "" && ks.Revoked {
-		return "", fmt.Errorf("key %s: %w", req.KeyRef, vault.ErrKeyRevoked)
+		return "", fmt.Errorf("key %s: %s: %w", req.KeyRef, ks.RevokeReason, vault.ErrKeyRevoked)
 	}
 	if ks.SupersededBy == "" && now.Before(ks.ExpiresAt) {
 		return req.KeyRef, nil

@@ -554,6 +554,7 @@ type KeyState struct {
 	Pending      int
 	Charges      int
 	Revoked      bool
+	RevokeReason string
 	SupersededBy string
 }
 
@@ -568,7 +569,7 @@ func (is *Issuer) Key(ctx context.Context, ref string) (KeyState, error) {
 	}
 	ks := KeyState{
 		Issued: issuedFrom(k), Spent: k.Spent, Reserved: k.Reserved, Charges: len(k.Reservations),
-		Revoked: k.Revoked, SupersededBy: k.SupersededBy,
+		Revoked: k.Revoked, RevokeReason: k.RevokeReason, SupersededBy: k.SupersededBy,
 	}
 	for _, r := range k.Reservations {
 		if r.State == statePending {
