@@ -149,6 +149,16 @@ func TestF4_ExecutionKilledMidRun(t *testing.T) {
 		records, err := billing.ListCharges(t.Context(), db, period)
 		return err == nil && len(records) >= 50
 	})
+	// Meanwhile the other commands read the same data directory.
+	var live struct {
+		State   string `json:"state"`
+		Records int    `json:"records"`
+	}
+	r := billrun(t, dir, "status", "--period", period, "--json").mustSucceed(t, "status during the run")
+	if err := json.Unmarshal([]byte(r.stdout), &live); err != nil || live.State != string(billing.RunInProgress) || live.Records == 0 {
+		t.Errorf("status during the run: %+v %v\n%s", live, err, r.stdout)
+	}
+	billrun(t, dir, "report", "--period", period, "--format", "csv").mustSucceed(t, "report during the run")
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -163,7 +163,7 @@ func executePeriod(ctx context.Context, env *cliEnv, ex executor, db store.Backe
 		})
 	if err != nil {
 		if isCancelled(err) {
-			return fmt.Errorf("interrupted; execution %s goes on until this process ends, and a later run takes over after the lease", id)
+			return fmt.Errorf("interrupted: execution %s stops with this process; the period stays claimed until its lease expires, then billrun run takes over where it stopped", id)
 		}
 		return err
 	}
