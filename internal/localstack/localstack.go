@@ -17,6 +17,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -346,8 +347,11 @@ func waitListening(ctx context.Context, addr string, errc <-chan error) error {
 func (s *Stack) StartRun(period string) (*workflow.Execution, error) {
 	arg := ""
 	if period != "" {
-		arg = strconv.Quote(period)
-		arg = `{"period":` + arg + `}`
+		b, err := json.Marshal(map[string]string{"period": period})
+		if err != nil {
+			return nil, err
+		}
+		arg = string(b)
 	}
 	return s.Executions.Start(WorkflowID, arg, workflow.StartOptions{})
 }
