@@ -58,7 +58,7 @@ func TestOpen(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg(t)
-			cfg.StripeKey, cfg.StripeTimeout = "sk_test_open", time.Second
+			cfg.StripeTimeout = time.Second
 			h, closeStore, err := api.Open(t.Context(), cfg, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -75,6 +75,52 @@ func TestOpen(t *testing.T) {
 			raw, _ := io.ReadAll(resp.Body)
 			if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"claimed"`) {
 				t.Fatalf("preflight: %d %s", resp.StatusCode, raw)
+			}
+		})
+	}
+}
+
+// TestOpenPerFunctionRequirements: each function checks only its own
+// settings. Charge runs with no Stripe secret at all; VaultProxy and Charge
+// each refuse (500, naming the variable) without theirs, while the others
+// work.
+func TestOpenPerFunctionRequirements(t *testing.T) {
+	secret := strings.Repeat("k", 32)
+	cases := []struct {
+		name string
+		env  map[string]string
+		// broken lists the functions answering 500 and the variable they name.
+		broken map[string]string
+	}{
+		{"workflow functions without a Stripe secret", map[string]string{"BILLRUN_VAULT_SIGNING_SECRET": secret, "BILLRUN_VAULT_PROXY_URL": "http://127.0.0.1:9"},
+			map[string]string{api.NameVaultProxy: "STRIPE_SECRET_KEY"}},
+		{"proxy without Charge's proxy URL", map[string]string{"BILLRUN_VAULT_SIGNING_SECRET": secret, "STRIPE_SECRET_KEY": "sk_test_x"},
+			map[string]string{api.NameCharge: "BILLRUN_VAULT_PROXY_URL"}},
+		{"no vault at all", map[string]string{"STRIPE_SECRET_KEY": "sk_test_x"},
+			map[string]string{api.NameCharge: "BILLRUN_VAULT_SIGNING_SECRET", api.NameIssueVaultKeys: "BILLRUN_VAULT_SIGNING_SECRET", api.NameVaultProxy: "BILLRUN_VAULT_SIGNING_SECRET"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.env["BILLRUN_DATA_DIR"] = t.TempDir()
+			cfg, err := config.Load(func(k string) string { return tc.env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, closeStore, err := api.Open(t.Context(), cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeStore()
+			for name, handler := range h.ByName() {
+				rec := httptest.NewRecorder()
+				handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{}`)))
+				want, broken := tc.broken[name]
+				switch {
+				case broken && (rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), want)):
+					t.Errorf("%s: %d %s, want 500 naming %s", name, rec.Code, rec.Body, want)
+				case !broken && rec.Code == http.StatusInternalServerError:
+					t.Errorf("%s: %d %s, want it configured", name, rec.Code, rec.Body)
+				}
 			}
 		})
 	}

@@ -43,7 +43,7 @@ func NewVault(issuer *vault.Issuer, signingSecret []byte, proxyURL string, hc *h
 		problems = append(problems, errors.New("the signing secret must be at least 32 bytes"))
 	}
 	if proxyURL != "" {
-		if err := CheckProxyURL(proxyURL); err != nil {
+		if err := checkProxyURL(proxyURL); err != nil {
 			problems = append(problems, err)
 		}
 	}
@@ -56,8 +56,8 @@ func NewVault(issuer *vault.Issuer, signingSecret []byte, proxyURL string, hc *h
 	return &Vault{issuer: issuer, signing: slices.Clone(signingSecret), proxyURL: proxyURL, hc: hc}, nil
 }
 
-// CheckProxyURL checks that u is an http(s) URL with no path but "/".
-func CheckProxyURL(u string) error {
+// checkProxyURL checks that u is an http(s) URL with no path but "/".
+func checkProxyURL(u string) error {
 	p, err := url.Parse(u)
 	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 		return fmt.Errorf("vault proxy URL %q: want an http(s) URL", u)

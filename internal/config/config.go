@@ -1,6 +1,18 @@
 // Package config reads billrun's function configuration from the environment:
 // one struct, defaults in one place, and a Validate that reports every problem
-// at once. It never logs or prints the Stripe key.
+// at once. It never logs or prints the Stripe key or the vault signing secret.
+//
+// Every function reads the common settings (store, lease, limits, logs). Beyond
+// them each needs its own (Require):
+//
+//	Preflight, MarkCompleted  nothing more
+//	IssueVaultKeys            BILLRUN_VAULT_SIGNING_SECRET (caps: BILLRUN_VAULT_DEFAULT_CAPS,
+//	                          BILLRUN_VAULT_HISTORY_MULTIPLE, BILLRUN_VAULT_BUDGET_MARGIN_PERCENT,
+//	                          BILLRUN_VAULT_KEY_TTL)
+//	Charge                    BILLRUN_VAULT_SIGNING_SECRET, BILLRUN_VAULT_PROXY_URL
+//	                          (BILLRUN_VAULT_PROXY_ID_TOKEN=true in the cloud); no Stripe secret
+//	VaultProxy                BILLRUN_VAULT_SIGNING_SECRET, and STRIPE_SECRET_KEY or
+//	                          BILLRUN_STRIPE_SECRET_NAME (Secret Manager); BILLRUN_STRIPE_API_BASE
 package config
 
 import (
