@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,7 @@ import (
 )
 
 // TestF2_AmountsInflatedTenfold: a period is billed normally, then a data bug
-// multiplies every fifth customer's amount by ten. Caps come from the
+// multiplies every fourth customer's amount by ten. Caps come from the
 // customer's ceiling, its payments of the period before, or the default for
 // its currency, never from the amount: the inflated customers are held for
 // review with the reason before anything reaches Stripe, the others are
@@ -64,11 +65,11 @@ func TestF2_AmountsInflatedTenfold(t *testing.T) {
 				t.Fatalf("september: %d %v, %d held", sept.summary.status, sept.summary.body, sept.held)
 			}
 			e.seed(joined...)
-			// The data bug: every fifth amount ×10.
+			// The data bug: every fourth amount ×10.
 			inflated := map[string]bool{}
 			var changed []billing.Customer
 			for i, c := range cs {
-				if i%5 != 0 {
+				if i%4 != 0 {
 					continue
 				}
 				cust, err := billing.GetCustomer(t.Context(), b, c.id)
@@ -136,6 +137,42 @@ func TestF2_AmountsInflatedTenfold(t *testing.T) {
 			t.Logf("%d customers: %d charged (%d minor units), %d held %v; budget %+v", n, n-len(inflated), charged, len(inflated), sources, sum.Budget)
 		})
 	}
+}
+
+// TestIssueVaultKeys_RetriedPageSameReferences: a retried page (a lost answer,
+// a workflow step retry) returns the same key references and issues no second
+// key; after the keys expired, the retried page returns their renewals.
+func TestIssueVaultKeys_RetriedPageSameReferences(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{vault: vault.IssuerConfig{KeyTTL: time.Hour}})
+		e.seed(visa(5)...)
+		wantStatus(t, e.preflight("exec-1"), http.StatusOK, "")
+		refs := func(r reply) []string {
+			var out []string
+			for _, c := range r.body["customers"].([]any) {
+				out = append(out, c.(map[string]any)["key_ref"].(string))
+			}
+			return out
+		}
+		first := e.issue(period, "exec-1", "", 3)
+		again := e.issue(period, "exec-1", "", 3)
+		wantStatus(t, again, http.StatusOK, "")
+		if a, b := refs(first), refs(again); len(a) != 3 || !slices.Equal(a, b) {
+			t.Fatalf("retried page: %v then %v, want the same 3 references", a, b)
+		}
+		if again.num("due_count") != 3 {
+			t.Errorf("due_count %d after a retried page, want 3", again.num("due_count"))
+		}
+		keys, err := b.Query(t.Context(), store.Query{Collection: "vault_keys"})
+		if err != nil || len(keys) != 3 {
+			t.Fatalf("%d keys stored (%v), want 3", len(keys), err)
+		}
+		e.clock.Advance(2 * time.Hour)
+		renewed := refs(e.issue(period, "exec-1", "", 3))
+		for i, ref := range refs(first) {
+			assertRenewed(t, e, ref, renewed[i])
+		}
+	})
 }
 
 // TestF16_KeyExpiresMidRun: keys expire while a run is under way. Charge

@@ -4,7 +4,9 @@
 // move more money than the run intended (invariants I3 and I5, scenarios F2 and
 // F16 of DESIGN.md).
 //
-// Issuance (Issuer.IssuePage) writes one live key per (period, customer) in
+// Issuance (Issuer.IssuePage, or IssueTx inside a caller's transaction: billing
+// issues a page's keys in the transaction that writes its charge records)
+// writes one live key per (period, customer) in
 // vault_keys/{keyRef}, with a cap that comes from a source independent of the
 // amount (the customer's ceiling, a multiple of recent payments, a configured
 // default); vault_runs/{period}/customers/{customer} points to the customer's
