@@ -131,18 +131,20 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 	defer unlock()
 	// Fast path without a transaction: repeated calls find the record settled
 	// and need not contend for it.
-	if rec, err := GetCharge(ctx, s.store, req.Period, req.CustomerID); err == nil && rec.State.Terminal() {
+	rec, err := GetCharge(ctx, s.store, req.Period, req.CustomerID)
+	switch {
+	case err == nil && rec.State.Terminal():
 		r := resultFrom(rec, false)
 		s.logResult(ctx, req, r)
 		return r, nil
-	} else if err != nil && !isNotFound(err) {
+	case err != nil && !isNotFound(err):
 		return ChargeResult{}, fmt.Errorf("charge: %w", err)
 	}
 	// The key comes before any attempt is counted, so that a key that cannot
 	// be used leaves no attempt counted that never reached Stripe.
 	ref, err := s.vault.usableKey(ctx, req, now)
 	if errors.Is(err, vault.ErrKeyRevoked) {
-		return s.holdRevoked(ctx, req, err)
+		return s.holdRevoked(ctx, req, rec.Attempts, err)
 	}
 	if err != nil {
 		return ChargeResult{}, fmt.Errorf("charge %s/%s: vault key: %w", req.Period, req.CustomerID, err)
@@ -171,7 +173,7 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 			renewed = true
 			ref, err := s.vault.renew(ctx, req.KeyRef)
 			if errors.Is(err, vault.ErrKeyRevoked) {
-				return s.holdRevoked(ctx, req, err)
+				return s.holdRevoked(ctx, req, step.rec.Attempts, err)
 			}
 			if err != nil {
 				return ChargeResult{}, fmt.Errorf("charge %s/%s: renew vault key: %w", req.Period, req.CustomerID, err)
@@ -185,9 +187,14 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 }
 
 // holdRevoked records held_for_review for a charge whose key an operator
-// revoked: it is never sent.
-func (s *Service) holdRevoked(ctx context.Context, req ChargeRequest, cause error) (ChargeResult, error) {
+// revoked: it is not sent again. After earlier attempts, a payment may exist
+// (an answer lost before the revocation): the reason says so, for the human
+// who reviews it.
+func (s *Service) holdRevoked(ctx context.Context, req ChargeRequest, attempts int64, cause error) (ChargeResult, error) {
 	v := verdict{kind: kindTerminal, state: StateHeldForReview, code: vault.Code(vault.ErrKeyRevoked), reason: cause.Error()}
+	if attempts > 0 {
+		v.reason += fmt.Sprintf("; %d earlier attempt(s): check Stripe for a payment before charging again", attempts)
+	}
 	return s.settle(ctx, req, v, false)
 }
 

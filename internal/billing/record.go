@@ -21,7 +21,9 @@ type ChargeRecord struct {
 	StripeCustomerID string
 	PaymentMethod    string
 	State            State
-	// Attempts counts the Stripe requests made for this record.
+	// Attempts counts the payment requests sent for this record through the
+	// vault proxy, including any the proxy refused before Stripe (an expired
+	// key renewed within the call).
 	Attempts      int64
 	PaymentIntent string
 	ErrorCode     string
