@@ -233,19 +233,30 @@ func TestF16_KeyExpiresMidRun(t *testing.T) {
 	t.Run("revoked", func(t *testing.T) {
 		forEachBackend(t, func(t *testing.T, b store.Backend) {
 			e := newEnv(t, b, envOptions{})
-			e.seed(visa(2)...)
+			e.seed(visa(3)...)
 			e.issueAll("exec-1")
-			if err := e.issuer.Revoke(t.Context(), e.keyRef(period, "c001"), "card reported stolen"); err != nil {
-				t.Fatal(err)
+			for _, id := range []string{"c001", "c002"} {
+				if err := e.issuer.Revoke(t.Context(), e.keyRef(period, id), "card reported stolen"); err != nil {
+					t.Fatal(err)
+				}
 			}
 			wantStatus(t, e.charge("c000"), http.StatusOK, "charged")
+			// Charge refuses the revoked key with a clear reason and holds.
 			r := e.charge("c001")
 			wantStatus(t, r, http.StatusUnprocessableEntity, "held_for_review")
 			if r.str("error_code") != "vault_key_revoked" || !strings.Contains(r.str("reason"), "card reported stolen") {
 				t.Errorf("revoked: %v, want vault_key_revoked with the operator's reason", r.body)
 			}
+			// A retried page holds the other one at issuance.
+			page := e.issue(period, "exec-1", "", 0)
+			if page.num("held") != 1 || len(page.body["customers"].([]any)) != 0 {
+				t.Errorf("retried page after revocation: %v, want c002 held and nobody to charge", page.body)
+			}
+			if rec := e.record("c002"); rec.State != billing.StateHeldForReview || rec.ErrorCode != vault.HoldKeyRevoked || !strings.Contains(rec.Reason, "card reported stolen") {
+				t.Errorf("c002: %s %s %q, want held for review (key_revoked)", rec.State, rec.ErrorCode, rec.Reason)
+			}
 			sum := e.call(api.NameMarkCompleted, map[string]any{"period": period, "execution_id": "exec-1"})
-			e.assertSummary(sum, 2, map[string]int64{"succeeded": 1, "held_for_review": 1})
+			e.assertSummary(sum, 3, map[string]int64{"succeeded": 1, "held_for_review": 2})
 			if n := len(e.stripePosts()); n != 1 {
 				t.Errorf("%d Stripe requests, want 1", n)
 			}
