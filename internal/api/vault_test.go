@@ -60,7 +60,9 @@ func TestF2_AmountsInflatedTenfold(t *testing.T) {
 			}
 			e.seed(old...)
 			// September is billed as usual; it is the history of October's caps.
-			sept := e.runWorkflowFor("2026-09", "sept", 100, 20)
+			// Pages of the largest size: 150 records, keys, index entries and
+			// 30 budget shards in one transaction, within Firestore's 500 writes.
+			sept := e.runWorkflowFor("2026-09", "sept", vault.MaxPageSize, 20)
 			if sept.summary.status != http.StatusOK || sept.held != 0 {
 				t.Fatalf("september: %d %v, %d held", sept.summary.status, sept.summary.body, sept.held)
 			}
