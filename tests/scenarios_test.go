@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -159,6 +160,10 @@ func TestF4_ExecutionKilledMidRun(t *testing.T) {
 		t.Errorf("status during the run: %+v %v\n%s", live, err, r.stdout)
 	}
 	billrun(t, dir, "report", "--period", period, "--format", "csv").mustSucceed(t, "report during the run")
+	// A second run on the directory is refused, naming the process holding it.
+	if r := billrun(t, dir, "run", "--period", period); r.code != 1 || !strings.Contains(r.stderr, "billrun run (pid") {
+		t.Errorf("run during a run: exit %d\n%s", r.code, r.stderr)
+	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func storeWith(ctx context.Context, t *target, customers []billing.Customer) err
 // storeCustomers runs store on the data directory's stack (started here if
 // billrun serve is not running) and prints done.
 func storeCustomers(ctx context.Context, env *cliEnv, dataDir string, store func(*target) error, done string) error {
-	t, err := openTarget(ctx, env, dataDir, defaultStackOptions())
+	t, err := openTarget(ctx, env, "customers", dataDir, defaultStackOptions())
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ Exit status: 0 billed or already billed, 1 failed, 2 usage, 3 already running.`)
 	if err != nil {
 		return usageError(fs, "%v", err)
 	}
-	t, err := openTarget(ctx, env, *dataDir, so)
+	t, err := openTarget(ctx, env, "demo", *dataDir, so)
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func runRun(ctx context.Context, env *cliEnv, args []string) error {
 		return usageError(fs, "%v", err)
 	}
 	if *project == "" {
-		t, err := openTarget(ctx, env, *dataDir, so)
+		t, err := openTarget(ctx, env, "run", *dataDir, so)
 		if err != nil {
 			return err
 		}

@@ -29,7 +29,7 @@ demo and customers on the same data directory go through it.`)
 	if info, ok := runningServer(*dataDir); ok {
 		return fmt.Errorf("%s is already served by billrun (pid %d) at %s", *dataDir, info.PID, info.API)
 	}
-	s, err := startStack(ctx, env, *dataDir, *addr, so)
+	s, err := startStack(ctx, env, "serve", *dataDir, *addr, so)
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,7 @@ func periodFlag(fs *flag.FlagSet) *string {
 
 func resolvePeriod(p string, now time.Time) (string, error) {
 	if p == "" {
+		now = now.UTC()
 		first := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 		return first.AddDate(0, -1, 0).Format("2006-01"), nil
 	}
@@ -76,18 +77,21 @@ func openStore(ctx context.Context, dataDir string) (*embedded.DB, error) {
 
 // serverInfo is serverFile's content.
 type serverInfo struct {
-	PID          int    `json:"pid"`
+	PID int `json:"pid"`
+	// Command is the billrun command holding the directory; only serve's
+	// stack outlives its own work and takes other processes' executions.
+	Command      string `json:"command"`
 	API          string `json:"api"` // host:port of the Executions API
 	SimURL       string `json:"stripe_simulator"`
 	FunctionsURL string `json:"functions"`
 }
 
-// runningServer returns the stack serving dataDir from another process, if
-// one answers.
+// runningServer returns the billrun serve serving dataDir from another
+// process, if one answers.
 func runningServer(dataDir string) (serverInfo, bool) {
 	var info serverInfo
 	b, err := os.ReadFile(filepath.Join(dataDir, serverFile))
-	if err != nil || json.Unmarshal(b, &info) != nil || info.PID == os.Getpid() {
+	if err != nil || json.Unmarshal(b, &info) != nil || info.PID == os.Getpid() || info.Command != "serve" {
 		return info, false
 	}
 	c, err := net.DialTimeout("tcp", info.API, time.Second)
@@ -134,9 +138,9 @@ type ownedStack struct {
 	faults  stripesim.Faults
 }
 
-// startStack starts the local stack on dataDir, which must not be served by
-// another process.
-func startStack(ctx context.Context, env *cliEnv, dataDir, apiAddr string, o stackOptions) (*ownedStack, error) {
+// startStack starts the local stack on dataDir for command (run, demo,
+// serve…); dataDir must not be held by another process.
+func startStack(ctx context.Context, env *cliEnv, command, dataDir, apiAddr string, o stackOptions) (*ownedStack, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
@@ -154,7 +158,12 @@ func startStack(ctx context.Context, env *cliEnv, dataDir, apiAddr string, o sta
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("%s is served by another billrun process that is starting or stopping; try again", dataDir)
+		var info serverInfo
+		b, _ := os.ReadFile(filepath.Join(dataDir, serverFile))
+		if json.Unmarshal(b, &info) == nil && info.PID != 0 {
+			return nil, fmt.Errorf("billrun %s (pid %d) is using %s: wait for it to end (billrun status shows its progress), or start billrun serve there to share one stack", info.Command, info.PID, dataDir)
+		}
+		return nil, fmt.Errorf("another billrun process is starting or stopping a stack on %s; try again", dataDir)
 	}
 	s, err := localstack.Start(ctx, localstack.Config{
 		DataDir: dataDir, WorkflowFile: o.workflow, Lease: o.lease, SimFaults: faults, Seed: o.seed,
@@ -164,7 +173,7 @@ func startStack(ctx context.Context, env *cliEnv, dataDir, apiAddr string, o sta
 		lock.Close()
 		return nil, err
 	}
-	info := serverInfo{PID: os.Getpid(), API: strings.TrimPrefix(s.APIURL, "http://"), SimURL: s.SimURL, FunctionsURL: s.FunctionsURL}
+	info := serverInfo{PID: os.Getpid(), Command: command, API: strings.TrimPrefix(s.APIURL, "http://"), SimURL: s.SimURL, FunctionsURL: s.FunctionsURL}
 	b, _ := json.Marshal(info)
 	if err := os.WriteFile(filepath.Join(dataDir, serverFile), b, 0o600); err != nil {
 		s.Close()

@@ -30,8 +30,9 @@ type target struct {
 	close  []func() error
 }
 
-// openTarget finds the stack serving dataDir or starts one.
-func openTarget(ctx context.Context, env *cliEnv, dataDir string, so stackOptions) (*target, error) {
+// openTarget finds billrun serve's stack on dataDir or starts one for
+// command.
+func openTarget(ctx context.Context, env *cliEnv, command, dataDir string, so stackOptions) (*target, error) {
 	db, err := openStore(ctx, dataDir)
 	if err != nil {
 		return nil, err
@@ -51,7 +52,7 @@ func openTarget(ctx context.Context, env *cliEnv, dataDir string, so stackOption
 		t.close = append(t.close, c.Close)
 		return t, nil
 	}
-	s, err := startStack(ctx, env, dataDir, "", so)
+	s, err := startStack(ctx, env, command, dataDir, "", so)
 	if err != nil {
 		t.Close()
 		return nil, err
