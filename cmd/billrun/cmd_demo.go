@@ -52,9 +52,8 @@ Exit status: 0 billed or already billed, 1 failed, 2 usage, 3 already running.`)
 		if err := seedSample(ctx, env.stdout, t, *customers, so.seed, *asJSON); err != nil {
 			return err
 		}
-		n = int64(*customers)
 	}
-	return executePeriod(ctx, env, t.ex, t.db, p, n, *asJSON)
+	return executePeriod(ctx, env, t.ex, t.db, p, *asJSON)
 }
 
 // seedSample stores count sample customers, creating their Stripe customers in

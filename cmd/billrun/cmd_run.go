@@ -8,7 +8,6 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"billrun.dev/billrun/internal/config"
-	"billrun.dev/billrun/internal/sample"
 	"billrun.dev/billrun/internal/store"
 	"billrun.dev/billrun/internal/store/firestoredb"
 )
@@ -40,11 +39,7 @@ func runRun(ctx context.Context, env *cliEnv, args []string) error {
 			return err
 		}
 		defer t.Close()
-		n, err := sample.Count(ctx, t.db)
-		if err != nil {
-			return err
-		}
-		return executePeriod(ctx, env, t.ex, t.db, p, n, *asJSON)
+		return executePeriod(ctx, env, t.ex, t.db, p, *asJSON)
 	}
 	if so.faults != "" {
 		return usageError(fs, "--faults is local only")
@@ -59,11 +54,7 @@ func runRun(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer db.Close()
-	n, err := sample.Count(ctx, db)
-	if err != nil {
-		return err
-	}
-	return executePeriod(ctx, env, ex, db, p, n, *asJSON)
+	return executePeriod(ctx, env, ex, db, p, *asJSON)
 }
 
 // openFirestore opens a project's Firestore database with Application Default

@@ -22,6 +22,7 @@ import (
 	"billrun.dev/billrun/internal/billing"
 	"billrun.dev/billrun/internal/localstack"
 	"billrun.dev/billrun/internal/progress"
+	"billrun.dev/billrun/internal/sample"
 	"billrun.dev/billrun/internal/store"
 	"billrun.dev/billrun/internal/workflow"
 )
@@ -144,7 +145,11 @@ type runOutcome struct {
 // view on stdout (counts read from db), then prints the outcome. The error
 // carries the exit status: 1 if the execution failed, exitAlreadyRunning if
 // another execution holds the period.
-func executePeriod(ctx context.Context, env *cliEnv, ex executor, db store.Backend, period string, customers int64, asJSON bool) error {
+func executePeriod(ctx context.Context, env *cliEnv, ex executor, db store.Backend, period string, asJSON bool) error {
+	customers, err := sample.Count(ctx, db)
+	if err != nil {
+		return err
+	}
 	begin := time.Now()
 	id, err := ex.start(ctx, period)
 	if err != nil {
