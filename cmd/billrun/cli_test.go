@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestReportFormats compares each report format with its golden file
@@ -81,6 +82,27 @@ func TestUsageErrors(t *testing.T) {
 			}
 			if !strings.Contains(errb.String(), tt.want) {
 				t.Errorf("stderr %q lacks %q", errb.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestResolvePeriod(t *testing.T) {
+	now := time.Date(2026, 1, 15, 0, 30, 0, 0, time.FixedZone("UTC+2", 2*3600)) // still 2026-01-14 UTC
+	tests := []struct {
+		name, in, want string
+		wantErr        bool
+	}{
+		{name: "default is the previous month in UTC", in: "", want: "2025-12"},
+		{name: "explicit", in: "2025-11", want: "2025-11"},
+		{name: "bad month", in: "2025-13", wantErr: true},
+		{name: "beyond next month", in: "2026-03", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := resolvePeriod(tt.in, now)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Fatalf("resolvePeriod(%q) = %q, %v; want %q (error %t)", tt.in, got, err, tt.want, tt.wantErr)
 			}
 		})
 	}
