@@ -94,7 +94,12 @@ func runCustomers(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		return printOut(env.stdout, *asJSON, customers, func(w io.Writer) error {
+		rows := make([]customerRow, len(customers))
+		for i, c := range customers {
+			rows[i] = customerRow{ID: c.ID, StripeCustomer: c.StripeCustomerID, PaymentMethod: c.PaymentMethod, Currency: c.Currency,
+				AmountSource: c.AmountSource, PlanAmount: c.PlanAmount, Ceiling: c.Ceiling, Active: c.Active}
+		}
+		return printOut(env.stdout, *asJSON, rows, func(w io.Writer) error {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTRIPE CUSTOMER\tPAYMENT METHOD\tAMOUNT\tCEILING\tACTIVE")
 			for _, c := range customers {
@@ -107,6 +112,18 @@ func runCustomers(ctx context.Context, env *cliEnv, args []string) error {
 	fmt.Fprintf(env.stderr, "billrun customers: unknown subcommand %q\n\n", args[0])
 	customersUsage(env.stderr)
 	return errUsage
+}
+
+// customerRow is one customer in customers list --json.
+type customerRow struct {
+	ID             string `json:"id"`
+	StripeCustomer string `json:"stripe_customer_id"`
+	PaymentMethod  string `json:"payment_method"`
+	Currency       string `json:"currency"`
+	AmountSource   string `json:"amount_source"`
+	PlanAmount     int64  `json:"plan_amount"`
+	Ceiling        int64  `json:"ceiling"`
+	Active         bool   `json:"active"`
 }
 
 // storeWith stores customers, creating Stripe customers in the target's
