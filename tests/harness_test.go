@@ -99,7 +99,7 @@ func billrunEnv(t *testing.T, dataDir string, env []string, args ...string) resu
 }
 
 // command prepares billrun args on dataDir, run from the repository's root
-// as a user would (the default --workflow is workflows/billing.yaml).
+// as a user would.
 func command(ctx context.Context, dataDir string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, binary, append(args, "--data-dir", dataDir)...)
 	cmd.Dir = repoRoot

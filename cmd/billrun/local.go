@@ -27,8 +27,7 @@ import (
 
 // Defaults of the local commands.
 const (
-	defaultDataDir  = config.DefaultDataDir
-	defaultWorkflow = "workflows/billing.yaml"
+	defaultDataDir = config.DefaultDataDir
 	// serverFile, in the data directory, tells other billrun processes where
 	// the stack that owns the directory listens.
 	serverFile = "server.json"
@@ -121,7 +120,7 @@ func defaultStackOptions() stackOptions {
 }
 
 func (o *stackOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.workflow, "workflow", defaultWorkflow, "the billing workflow's YAML `FILE`")
+	fs.StringVar(&o.workflow, "workflow", "", "the billing workflow's YAML `FILE` (default: the production workflow built into billrun)")
 	fs.DurationVar(&o.lease, "lease", config.DefaultLease, "run lease: how long a silent execution keeps the period before another may take over")
 	fs.StringVar(&o.faults, "faults", "", "inject faults (local only): `SPEC`, see billrun help faults")
 	fs.Int64Var(&o.seed, "seed", 1, "seed of the sample customers and of the faults")

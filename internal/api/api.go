@@ -92,12 +92,6 @@ const (
 	// VaultProxy in the cloud; its own listener locally), since stripe-go
 	// calls it at /v1/….
 	NameVaultProxy = "VaultProxy"
-
-	// NameDueCustomers is the old name of the paging function.
-	//
-	// Deprecated: IssueVaultKeys replaced DueCustomers; this alias names it
-	// until internal/localstack switches to NameIssueVaultKeys.
-	NameDueCustomers = NameIssueVaultKeys
 )
 
 // Names lists the functions the workflow calls, in the order a run calls

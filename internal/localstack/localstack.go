@@ -38,6 +38,7 @@ import (
 	"billrun.dev/billrun/internal/stripesim"
 	"billrun.dev/billrun/internal/workflow"
 	"billrun.dev/billrun/internal/workflow/executionsapi"
+	"billrun.dev/billrun/workflows"
 
 	// The production registration of the functions, served by funcframework.
 	_ "billrun.dev/billrun/functions"
@@ -65,7 +66,8 @@ type Config struct {
 	// DataDir holds everything: the store file, the simulator's state and the
 	// executions. Required.
 	DataDir string
-	// WorkflowFile is the billing workflow's YAML. Required.
+	// WorkflowFile is the billing workflow's YAML; "" runs the production
+	// workflow embedded in the binary (package workflows).
 	WorkflowFile string
 	// Lease is the run lease (BILLRUN_LEASE); 0 means config.DefaultLease.
 	Lease time.Duration
@@ -108,8 +110,8 @@ var startOnce sync.Once
 
 // Start starts every part and returns when all of them answer.
 func Start(ctx context.Context, cfg Config) (*Stack, error) {
-	if cfg.DataDir == "" || cfg.WorkflowFile == "" {
-		return nil, errors.New("localstack: DataDir and WorkflowFile are required")
+	if cfg.DataDir == "" {
+		return nil, errors.New("localstack: DataDir is required")
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, SimDir), 0o700); err != nil {
 		return nil, fmt.Errorf("localstack: %w", err)
@@ -119,7 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		logs = io.Discard
 	}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	w, err := workflow.LoadFile(cfg.WorkflowFile)
+	w, err := loadWorkflow(cfg.WorkflowFile)
 	if err != nil {
 		return nil, fmt.Errorf("localstack: %w", err)
 	}
@@ -372,4 +374,13 @@ func (s *Stack) Close() error {
 		errs = append(errs, s.Sim.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// loadWorkflow loads the billing workflow from file, or the embedded production
+// one when file is "".
+func loadWorkflow(file string) (*workflow.Workflow, error) {
+	if file == "" {
+		return workflow.Load(workflows.BillingFile, workflows.Billing())
+	}
+	return workflow.LoadFile(file)
 }

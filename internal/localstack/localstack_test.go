@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +19,8 @@ import (
 // bills a small sample twice through the production YAML, and checks that a
 // second stack is refused.
 func TestStackBillsAPeriod(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	yaml := filepath.Join(filepath.Dir(file), "..", "..", "workflows", "billing.yaml")
 	dir := t.TempDir()
-	s, err := Start(t.Context(), Config{DataDir: dir, WorkflowFile: yaml, Lease: 5 * time.Second,
+	s, err := Start(t.Context(), Config{DataDir: dir, Lease: 5 * time.Second,
 		WorkflowEnv: map[string]string{"BILLRUN_PAGE_SIZE": "7", "BILLRUN_PAGES_PER_EXECUTION": "2"}})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +69,7 @@ func TestStackBillsAPeriod(t *testing.T) {
 		t.Errorf("%d payments for %d customers of a mixed sample", n, customers)
 	}
 
-	if _, err := Start(t.Context(), Config{DataDir: t.TempDir(), WorkflowFile: yaml}); err == nil || !strings.Contains(err.Error(), "one stack per process") {
+	if _, err := Start(t.Context(), Config{DataDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "one stack per process") {
 		t.Errorf("second stack: %v, want refused", err)
 	}
 }
