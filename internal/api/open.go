@@ -16,6 +16,7 @@ import (
 	"billrun.dev/billrun/internal/config"
 	"billrun.dev/billrun/internal/store"
 	"billrun.dev/billrun/internal/store/embedded"
+	"billrun.dev/billrun/internal/store/faultstore"
 	"billrun.dev/billrun/internal/store/firestoredb"
 	"billrun.dev/billrun/internal/vault"
 	"billrun.dev/billrun/internal/vault/secretmanager"
@@ -176,7 +177,29 @@ func OpenVaultProxy(ctx context.Context, cfg config.Config, log *slog.Logger) (h
 	return h, b.Close, nil
 }
 
+// openStore opens the configured backend, wrapped by faultstore when
+// BILLRUN_STORE_FAULTS asks for faults.
 func openStore(ctx context.Context, cfg config.Config) (store.Backend, error) {
+	if cfg.StoreFaults == "" {
+		return openBackend(ctx, cfg)
+	}
+	// Validate refuses this too; checked again here because a Config built
+	// in code may skip Validate, and production data must never see faults.
+	if cfg.Store != config.StoreEmbedded {
+		return nil, fmt.Errorf("open store: BILLRUN_STORE_FAULTS: fault injection needs the %s store, not %q", config.StoreEmbedded, cfg.Store)
+	}
+	plan, err := faultstore.Parse(cfg.StoreFaults)
+	if err != nil {
+		return nil, fmt.Errorf("open store: BILLRUN_STORE_FAULTS: %w", err)
+	}
+	b, err := openBackend(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return faultstore.New(b, plan), nil
+}
+
+func openBackend(ctx context.Context, cfg config.Config) (store.Backend, error) {
 	switch cfg.Store {
 	case config.StoreEmbedded:
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {

@@ -80,6 +80,53 @@ func TestOpen(t *testing.T) {
 	}
 }
 
+// TestOpenStoreFaults: BILLRUN_STORE_FAULTS wraps the store the functions
+// use with faultstore, and is refused on Firestore even when the Config was
+// built without Validate.
+func TestOpenStoreFaults(t *testing.T) {
+	cases := []struct {
+		name   string
+		store  string
+		faults string
+		// status is Preflight's answer; 0 means Open itself must fail.
+		status int
+	}{
+		{"no faults", config.StoreEmbedded, "", http.StatusOK},
+		{"run record unreadable", config.StoreEmbedded, "read_fail=runs", http.StatusServiceUnavailable},
+		{"claim never committed", config.StoreEmbedded, "commit_fail=runs@1", http.StatusServiceUnavailable},
+		{"claim committed, reply lost", config.StoreEmbedded, "seed=3,commit_lost=runs", http.StatusServiceUnavailable},
+		{"refused on firestore", config.StoreFirestore, "commit_fail=runs", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Config{Store: tc.store, DataDir: filepath.Join(t.TempDir(), "data"), Project: "p",
+				StoreFaults: tc.faults, StripeTimeout: time.Second}
+			h, closeStore, err := api.Open(t.Context(), cfg, nil)
+			if tc.status == 0 {
+				if err == nil || !strings.Contains(err.Error(), "BILLRUN_STORE_FAULTS: fault injection needs the embedded store") {
+					t.Fatalf("Open: %v, want refused", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeStore()
+			srv := httptest.NewServer(h.Mux())
+			defer srv.Close()
+			resp, err := http.Post(srv.URL+"/Preflight", "application/json", strings.NewReader(`{"period":"2026-10","execution_id":"e1"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("preflight: %d %s, want %d", resp.StatusCode, raw, tc.status)
+			}
+		})
+	}
+}
+
 // TestOpenPerFunctionRequirements: each function checks only its own
 // settings. Charge runs with no Stripe secret at all; VaultProxy and Charge
 // each refuse (500, naming the variable) without theirs, while the others

@@ -13,6 +13,9 @@
 //	                          (BILLRUN_VAULT_PROXY_ID_TOKEN=true in the cloud); no Stripe secret
 //	VaultProxy                BILLRUN_VAULT_SIGNING_SECRET, and STRIPE_SECRET_KEY or
 //	                          BILLRUN_STRIPE_SECRET_NAME (Secret Manager); BILLRUN_STRIPE_API_BASE
+//
+// BILLRUN_STORE_FAULTS injects store faults (package faultstore) for tests and
+// `billrun --faults`; it is refused unless the store is the embedded one.
 package config
 
 import (
@@ -26,6 +29,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"billrun.dev/billrun/internal/store/faultstore"
 )
 
 // Store backends.
@@ -74,6 +79,12 @@ type Config struct {
 	// Database is BILLRUN_FIRESTORE_DATABASE, the Firestore database id
 	// (default "(default)").
 	Database string
+	// StoreFaults is BILLRUN_STORE_FAULTS: store faults to inject, in package
+	// faultstore's syntax, e.g. "seed=7,commit_fail=charges:0.2" (the seed,
+	// default 1, comes from the spec). "" (default) injects none. Only with
+	// the embedded store: fault injection can never be switched on against
+	// Firestore, where the production data lives.
+	StoreFaults string
 	// StripeKey is STRIPE_SECRET_KEY (sk_… or rk_…), surrounding whitespace
 	// removed (secrets mounted from files often end in a newline). Only
 	// VaultProxy reads it (required there unless StripeSecretName is set); no
@@ -179,6 +190,7 @@ func Load(getenv func(string) string) (Config, error) {
 		DataDir:       get("BILLRUN_DATA_DIR", DefaultDataDir),
 		Project:       get("BILLRUN_GCP_PROJECT", get("GOOGLE_CLOUD_PROJECT", "")),
 		Database:      get("BILLRUN_FIRESTORE_DATABASE", DefaultDatabase),
+		StoreFaults:   get("BILLRUN_STORE_FAULTS", ""),
 		StripeKey:     get("STRIPE_SECRET_KEY", ""),
 		StripeBaseURL: get("BILLRUN_STRIPE_API_BASE", ""),
 		StripeTimeout: duration("BILLRUN_STRIPE_TIMEOUT", DefaultStripeTimeout),
@@ -250,6 +262,14 @@ func (c Config) Validate() error {
 		}
 	default:
 		bad("BILLRUN_STORE=%q: want %q or %q", c.Store, StoreEmbedded, StoreFirestore)
+	}
+	if c.StoreFaults != "" {
+		if _, err := faultstore.Parse(c.StoreFaults); err != nil {
+			bad("BILLRUN_STORE_FAULTS=%q: %w", c.StoreFaults, err)
+		}
+		if c.Store != StoreEmbedded {
+			bad("BILLRUN_STORE_FAULTS: fault injection needs the %s store, not %q", StoreEmbedded, c.Store)
+		}
 	}
 	switch {
 	case c.StripeKey == "":
@@ -356,8 +376,8 @@ func (c Config) String() string {
 		}
 		return "set (redacted)"
 	}
-	return fmt.Sprintf("store=%s data_dir=%s project=%s database=%s stripe_key=%s stripe_secret_name=%q stripe_base=%q stripe_timeout=%s lease=%s stale_pending=%s max_body=%d log=%s/%s vault_signing_secret=%s vault_proxy=%q vault_proxy_id_token=%t vault_key_ttl=%s vault_history_multiple=%d vault_default_caps=%v vault_budget_margin=%d%%",
-		c.Store, c.DataDir, c.Project, c.Database, set(c.StripeKey), c.StripeSecretName, c.StripeBaseURL, c.StripeTimeout, c.Lease, c.StalePending, c.MaxBodyBytes, c.LogFormat, c.LogLevel,
+	return fmt.Sprintf("store=%s store_faults=%q data_dir=%s project=%s database=%s stripe_key=%s stripe_secret_name=%q stripe_base=%q stripe_timeout=%s lease=%s stale_pending=%s max_body=%d log=%s/%s vault_signing_secret=%s vault_proxy=%q vault_proxy_id_token=%t vault_key_ttl=%s vault_history_multiple=%d vault_default_caps=%v vault_budget_margin=%d%%",
+		c.Store, c.StoreFaults, c.DataDir, c.Project, c.Database, set(c.StripeKey), c.StripeSecretName, c.StripeBaseURL, c.StripeTimeout, c.Lease, c.StalePending, c.MaxBodyBytes, c.LogFormat, c.LogLevel,
 		set(c.VaultSigningSecret), c.VaultProxyURL, c.VaultProxyIDToken, c.VaultKeyTTL, c.VaultHistoryMultiple, c.VaultDefaultCaps, c.VaultBudgetMarginPercent)
 }
 

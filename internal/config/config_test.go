@@ -123,6 +123,37 @@ func TestRequire(t *testing.T) {
 	}
 }
 
+// TestStoreFaults: a store fault plan is read and checked with faultstore's
+// parser, and refused on any store but the embedded one.
+func TestStoreFaults(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string // a fragment of the error; "" means none
+	}{
+		{"embedded with faults", map[string]string{"BILLRUN_STORE_FAULTS": "seed=7,commit_fail=charges:0.2,commit_lost=runs@2"}, ""},
+		{"unknown kind", map[string]string{"BILLRUN_STORE_FAULTS": "write_fail=charges"},
+			`BILLRUN_STORE_FAULTS="write_fail=charges": faultstore: parse "write_fail=charges": unknown kind`},
+		{"bad probability", map[string]string{"BILLRUN_STORE_FAULTS": "commit_fail=charges:2"}, `probability "2" is not in (0, 1]`},
+		{"never against firestore", map[string]string{"BILLRUN_STORE": "firestore", "BILLRUN_GCP_PROJECT": "p",
+			"BILLRUN_STORE_FAULTS": "commit_fail=charges"}, `BILLRUN_STORE_FAULTS: fault injection needs the embedded store, not "firestore"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(env(tc.env))
+			if tc.want == "" {
+				if err != nil || c.StoreFaults != tc.env["BILLRUN_STORE_FAULTS"] {
+					t.Fatalf("store faults %q, %v", c.StoreFaults, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v lacks %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestFirestoreFromGoogleCloudProject(t *testing.T) {
 	c, err := Load(env(map[string]string{"BILLRUN_STORE": "firestore", "GOOGLE_CLOUD_PROJECT": "p1", "STRIPE_SECRET_KEY": "rk_live_x"}))
 	if err != nil || c.Project != "p1" {
