@@ -261,12 +261,6 @@ func TestF9_ResponseLostAfterCommit(t *testing.T) {
 				if n := len(e.assertLedgerOnce()); n != 1 {
 					t.Fatalf("the payment happened %d times before the retry, want 1", n)
 				}
-				if tc.faults.Error500After > 0 {
-					// Stripe replays its stored 500 under this key: the record
-					// stays pending until the key's window passes (F11).
-					wantStatus(t, e.charge("c000"), http.StatusServiceUnavailable, "retry")
-					e.clock.Advance(billing.DefaultStalePending)
-				}
 				wantStatus(t, e.charge("c000"), http.StatusOK, "charged")
 				e.assertAllTerminal()
 				if rec := e.record("c000"); rec.State != billing.StateSucceeded {
@@ -391,17 +385,14 @@ func TestF12_RetriesBounded(t *testing.T) {
 		}
 		e.assertLedgerOnce()
 
-		// A stored 500 replays under the key: bounded retries end with the
-		// customer pending and the run refusing to complete, not a new key.
+		// A stored 500 replays under the key: no new request under it, and
+		// the key rotates a bounded number of times (TestF12_Repeated500sBounded).
 		e.seed(cust{id: "c900", pm: "pm_card_visa", amount: 1200})
 		e.setFaults(stripesim.Faults{Error500Before: 1, FirstAttempts: 1})
 		res := e.runWorkflow("exec-1", 10, 1)
-		if res.summary.status != http.StatusConflict || res.summary.num("pending") != 1 {
-			t.Fatalf("mark completed: %d %v, want 409 with 1 pending", res.summary.status, res.summary.body)
-		}
-		rec := e.record("c900")
-		if rec.State != billing.StatePending || rec.Attempts != 50 {
-			t.Errorf("c900: %s after %d attempts, want pending after 50", rec.State, rec.Attempts)
+		e.assertSummary(res.summary, 2, map[string]int64{"succeeded": 1, "held_for_review": 1})
+		if rec := e.record("c900"); rec.State != billing.StateHeldForReview || rec.Attempts != 7 || rec.KeyGeneration != 2 {
+			t.Errorf("c900: %s after %d attempts, key generation %d; want held_for_review after 7, 2", rec.State, rec.Attempts, rec.KeyGeneration)
 		}
 		if n := len(e.assertLedgerOnce()); n != 1 {
 			t.Errorf("%d payments, want 1", n)
@@ -448,5 +439,124 @@ func TestF15_RateLimitStorm(t *testing.T) {
 			t.Fatalf("no request was rate limited: the storm did not happen")
 		}
 		t.Logf("%d of %d Stripe requests rate limited; %d Charge calls for 20 customers", limited, len(e.sim.Requests()), res.charges)
+	})
+}
+
+// TestF9_Replayed500ReconciledImmediately: Stripe answers 500 and stores it
+// under the key, so every retry gets the replay. A replay means the first
+// request has finished: the list API says at once whether it paid. A payment
+// is adopted; without one, the key is rotated (the old one kept, with why) and
+// the charge made under the new key, through the same vault key and cap.
+func TestF9_Replayed500ReconciledImmediately(t *testing.T) {
+	cases := []struct {
+		name   string
+		faults stripesim.Faults
+		paid   bool // whether the first request made the payment
+	}{
+		{"500 before commit", stripesim.Faults{Error500Before: 1, FirstAttempts: 1}, false},
+		{"500 after commit", stripesim.Faults{Error500After: 1, FirstAttempts: 1}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b store.Backend) {
+				e := newEnv(t, b, envOptions{faults: tc.faults})
+				e.seed(visa(1)...)
+				e.issueAll("exec-1")
+				wantStatus(t, e.charge("c000"), http.StatusServiceUnavailable, "retry")
+				firstKey := e.record("c000").IdempotencyKey
+				// The outage is over, but Stripe replays the stored 500.
+				e.setFaults(stripesim.Faults{})
+				r := e.charge("c000")
+				wantStatus(t, r, http.StatusOK, "charged")
+				if n := len(e.assertLedgerOnce()); n != 1 {
+					t.Fatalf("%d payments, want exactly 1", n)
+				}
+				e.assertAllTerminal()
+				rec := e.record("c000")
+				posts := e.stripePosts()
+				if len(posts) < 2 || !posts[1].Replayed || posts[1].IdempotencyKey != firstKey {
+					t.Fatalf("Stripe requests %+v: want the retry to get the replayed 500", posts)
+				}
+				if tc.paid {
+					if len(posts) != 2 || r.body["reconciled"] != true || rec.KeyGeneration != 0 || len(rec.RetiredKeys) != 0 {
+						t.Errorf("adopting: %d requests, body %v, key generation %d; want 2 (no new request), reconciled, 0",
+							len(posts), r.body, rec.KeyGeneration)
+					}
+					if want := "adopted " + rec.PaymentIntent; rec.Reconciliation != want {
+						t.Errorf("record reconciliation %q, want %q", rec.Reconciliation, want)
+					}
+				} else {
+					if len(posts) != 3 || posts[2].IdempotencyKey != rec.IdempotencyKey || rec.IdempotencyKey == firstKey {
+						t.Errorf("Stripe requests %+v: want a third one, under the record's new key", posts)
+					}
+					if rec.KeyGeneration != 1 || len(rec.RetiredKeys) != 1 || rec.RetiredKeys[0].IdempotencyKey != firstKey ||
+						!strings.Contains(rec.RetiredKeys[0].Reason, "no PaymentIntent carries it") || rec.RetiredKeys[0].RetiredAt.IsZero() {
+						t.Errorf("record key generation %d, retired %+v; want 1 and the first key with why", rec.KeyGeneration, rec.RetiredKeys)
+					}
+					if want := billing.IdempotencyKey(billing.PurposeCharge, period, "c000", rec.Amount, rec.Currency, 1); rec.IdempotencyKey != want {
+						t.Errorf("new key %q, want %q (derived from the business fields and the generation)", rec.IdempotencyKey, want)
+					}
+					if rec.Attempts != 3 {
+						t.Errorf("attempts %d, want 3 (first, replay, new key)", rec.Attempts)
+					}
+				}
+				// One vault key carried it all: the payment spent, nothing
+				// pending or reserved, the poisoned key's reservation released.
+				ks, err := e.issuer.Key(t.Context(), rec.KeyRef)
+				if err != nil || ks.Spent != rec.Amount || ks.Reserved != 0 || ks.Pending != 0 || ks.Charges != len(posts)-1 {
+					t.Errorf("vault key %+v (%v), want %d spent, nothing pending, %d reservations", ks, err, rec.Amount, len(posts)-1)
+				}
+			})
+		})
+	}
+}
+
+// TestF12_Repeated500sBounded: Stripe answers 500 to every first request under
+// every key: rotations are bounded, the customer is held for review with the
+// reason (so the run completes, I2), no payment is made, and the vault holds
+// nothing for it.
+func TestF12_Repeated500sBounded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{faults: stripesim.Faults{Error500Before: 1, FirstAttempts: 1}})
+		e.seed(visa(1)...)
+		res := e.runWorkflow("exec-1", 10, 1)
+		// Calls: the first request's 500; the replay, whose listing gets a 500
+		// too (the fault hits every request's first try); the replay again,
+		// listed, rotated, and the new key's 500; that replayed, rotated again,
+		// 500; that replayed, and no rotation left: held.
+		if res.outcomes["c000"] != "held_for_review" || res.charges != 5 {
+			t.Fatalf("outcomes %v after %d Charge calls, want held_for_review after 5", sortedOutcomes(res.outcomes), res.charges)
+		}
+		e.assertSummary(res.summary, 1, map[string]int64{"held_for_review": 1})
+		e.assertAllTerminal()
+		if n := len(e.assertLedgerOnce()); n != 0 {
+			t.Errorf("%d payments, want none", n)
+		}
+		rec := e.record("c000")
+		if rec.ErrorCode != "key_rotations_exhausted" || !strings.Contains(rec.Reason, "no payment was made") {
+			t.Errorf("record %s: %s", rec.ErrorCode, rec.Reason)
+		}
+		posts := e.stripePosts()
+		keys := map[string]int{}
+		for _, p := range posts {
+			keys[p.IdempotencyKey]++
+		}
+		if rec.KeyGeneration != 2 || len(rec.RetiredKeys) != 2 || len(keys) != 3 || rec.Attempts != 7 || len(posts) != 7 {
+			t.Errorf("key generation %d, %d retired, requests by key %v, %d attempts; want 2, 2, 3 keys, 7 attempts and requests",
+				rec.KeyGeneration, len(rec.RetiredKeys), keys, rec.Attempts)
+		}
+		for i, k := range append(rec.RetiredKeys, billing.RetiredKey{IdempotencyKey: rec.IdempotencyKey}) {
+			if want := billing.IdempotencyKey(billing.PurposeCharge, period, "c000", rec.Amount, rec.Currency, int64(i)); k.IdempotencyKey != want {
+				t.Errorf("key of generation %d is %q, want %q", i, k.IdempotencyKey, want)
+			}
+		}
+		ks, err := e.issuer.Key(t.Context(), rec.KeyRef)
+		if err != nil || ks.Spent != 0 || ks.Reserved != 0 || ks.Pending != 0 {
+			t.Errorf("vault key %+v (%v), want nothing spent or held", ks, err)
+		}
+		wantStatus(t, e.charge("c000"), http.StatusUnprocessableEntity, "held_for_review")
+		if n := len(e.stripePosts()); n != 7 {
+			t.Errorf("%d Stripe requests after the hold, want still 7", n)
+		}
 	})
 }

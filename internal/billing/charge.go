@@ -99,6 +99,14 @@ func resultFrom(rec ChargeRecord, fresh bool) ChargeResult {
 //  3. Create the PaymentIntent (off-session, confirmed, with the record's key and
 //     metadata), then settle the record from the answer. Answers that leave the
 //     outcome unknown keep the record pending: a retry sends the same key.
+//  4. Stripe stores a 500 under the key and replays it to every retry for 24 h.
+//     A replayed 500 means the first request has finished, so it is reconciled
+//     at once by listing, as in 2: a PaymentIntent carrying the key is adopted
+//     and the vault reservation settled. Only if none does (no payment was
+//     made) is the key rotated: the vault reservation is released, then the
+//     record moves to the next key generation (keeping the old key and why)
+//     and the request is made under the new key. After maxKeyRotations the
+//     charge is held for review instead.
 //
 // Calls for one customer within one instance take turns; calls on different
 // instances may overlap, and Stripe's idempotency (409 while the key is in
@@ -166,6 +174,10 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 		switch next {
 		case nextReconciled:
 			reconciled = true
+		case nextRotate:
+			if res, done, err := s.rotate(ctx, req, step.rec, res.Reason); done || err != nil {
+				return res, err
+			}
 		case nextRenew:
 			// The key expired, or was renewed by another call, between the
 			// check above and the proxy: renew once and try again, through
@@ -195,7 +207,7 @@ func (s *Service) holdRevoked(ctx context.Context, req ChargeRequest, attempts i
 	if attempts > 0 {
 		v.reason += fmt.Sprintf("; %d earlier attempt(s): check Stripe for a payment before charging again", attempts)
 	}
-	return s.settle(ctx, req, v, false)
+	return s.settle(ctx, req, "", v, false)
 }
 
 // next says what Charge does after an attempt.
@@ -208,6 +220,9 @@ const (
 	// nextRenew: the proxy refused the key as expired or superseded; renew
 	// it and make a new attempt.
 	nextRenew
+	// nextRotate: Stripe replayed a stored 500 under the key and no payment
+	// carries it; rotate the key and make a new attempt.
+	nextRotate
 )
 
 // attempt makes the Stripe requests of one attempt and settles the record. It
@@ -219,23 +234,8 @@ func (s *Service) attempt(ctx context.Context, client *stripe.Client, req Charge
 	work, cancel := context.WithTimeout(detached, s.attemptWindow*3/4)
 	defer cancel()
 	var v verdict
-	reconciled := false
-	if step.reconcile {
-		found := false
-		var err error
-		v, found, err = s.reconcile(work, client, step.rec)
-		switch {
-		case err != nil:
-			if step.mayRenew && renewable(err) {
-				return ChargeResult{}, nextRenew, nil
-			}
-			v = reconcileFailed(err)
-		case !found:
-			return ChargeResult{}, nextReconciled, nil
-		default:
-			reconciled = true
-		}
-	} else {
+	listNow := step.reconcile
+	if !listNow {
 		pi, err := client.V1PaymentIntents.Create(work, createParams(step.rec))
 		switch {
 		case err != nil && step.mayRenew && renewable(err):
@@ -245,14 +245,96 @@ func (s *Service) attempt(ctx context.Context, client *stripe.Client, req Charge
 		default:
 			v = classifyIntent(pi)
 		}
+		listNow = v.kind == kindReconcile
+	}
+	replay := v
+	reconciled := false
+	if listNow {
+		found := false
+		var err error
+		v, found, err = s.reconcile(work, client, step.rec)
+		switch {
+		case err != nil:
+			if step.mayRenew && renewable(err) {
+				return ChargeResult{}, nextRenew, nil
+			}
+			v = reconcileFailed(err)
+		case !found && step.reconcile:
+			// Stripe may have forgotten the key: a new request under it is new.
+			return ChargeResult{}, nextReconciled, nil
+		case !found:
+			// Stripe remembers the key and replays its 500: only a new key helps.
+			return ChargeResult{Reason: rotationReason(replay)}, nextRotate, nil
+		default:
+			reconciled = true
+		}
 	}
 	settleCtx, cancelSettle := context.WithTimeout(detached, s.attemptWindow/4)
 	defer cancelSettle()
-	res, err := s.settle(settleCtx, req, v, reconciled)
+	res, err := s.settle(settleCtx, req, step.rec.IdempotencyKey, v, reconciled)
 	if err == nil && reconciled && v.kind == kindTerminal {
 		s.settleReservation(settleCtx, req, step.rec, v)
 	}
 	return res, nextDone, err
+}
+
+// rotate moves a pending record whose key Stripe poisoned (it replays a stored
+// 500, and listing found no PaymentIntent carrying the key: no payment was
+// made) to its next key generation, so that a new request can be made (step 4
+// of Charge); why says what Stripe answered. The key's vault reservation is
+// released first: a new key gets through the vault only beside released ones,
+// and released means no money moved, which listing has just shown. Released but not yet rotated is safe to
+// leave: the next call gets the replay, lists, and rotates. done reports an
+// answer for the caller: the record was settled meanwhile, or the rotations
+// are exhausted and the charge is held for review. Two calls rotating at once
+// derive the same new key, and only the first moves the record.
+func (s *Service) rotate(ctx context.Context, req ChargeRequest, rec ChargeRecord, why string) (res ChargeResult, done bool, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.attemptWindow/4)
+	defer cancel()
+	if _, err := s.vault.issuer.Reconcile(ctx, req.KeyRef, rec.IdempotencyKey, vault.Failed); err != nil {
+		return ChargeResult{}, true, fmt.Errorf("charge %s/%s: release the reservation of a poisoned key: %w", req.Period, req.CustomerID, err)
+	}
+	if rec.KeyGeneration >= maxKeyRotations {
+		res, err := s.settle(ctx, req, rec.IdempotencyKey, rotationsExhausted(rec.KeyGeneration+1), false)
+		return res, true, err
+	}
+	now := s.clock()
+	path := chargePath(req.Period, req.CustomerID)
+	err = s.store.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
+		done = false
+		doc, err := tx.Get(ctx, path)
+		if err != nil {
+			return err
+		}
+		cur, err := recordFrom(doc)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.State.Terminal():
+			res, done = resultFrom(cur, false), true
+			return nil
+		case cur.KeyGeneration != rec.KeyGeneration:
+			// Another call rotated it first; the next attempt uses its key.
+			return nil
+		}
+		cur.RetiredKeys = append(cur.RetiredKeys, RetiredKey{IdempotencyKey: cur.IdempotencyKey, Reason: why, RetiredAt: now})
+		cur.KeyGeneration++
+		cur.IdempotencyKey = IdempotencyKey(PurposeCharge, cur.Period, cur.CustomerID, cur.Amount, cur.Currency, cur.KeyGeneration)
+		// The new key's Stripe window begins with its first request, now.
+		cur.WindowStart, cur.UpdatedAt = now, now
+		return tx.Set(path, cur.data())
+	})
+	if err != nil {
+		return ChargeResult{}, true, fmt.Errorf("charge %s/%s: rotate key: %w", req.Period, req.CustomerID, err)
+	}
+	if done {
+		s.logResult(ctx, req, res)
+	} else {
+		s.log.InfoContext(ctx, "idempotency key rotated", "period", req.Period, "customer", req.CustomerID,
+			"retired", rec.IdempotencyKey, "generation", rec.KeyGeneration+1)
+	}
+	return res, done, nil
 }
 
 // renewable reports the proxy refusing a key as expired, or as unknown (a
@@ -465,11 +547,18 @@ func reconcileFailed(err error) verdict {
 }
 
 // settle is step 3: record the verdict unless the record is already settled.
-func (s *Service) settle(ctx context.Context, req ChargeRequest, v verdict, reconciled bool) (ChargeResult, error) {
+// key is the idempotency key the verdict was answered under ("" when none was
+// sent). An answer under a key the record has meanwhile retired (a call that
+// read the record just before another rotated it) says nothing about the
+// current key and is not recorded: the caller retries under the current key.
+// A success is recorded whatever the key, since the money has moved.
+func (s *Service) settle(ctx context.Context, req ChargeRequest, key string, v verdict, reconciled bool) (ChargeResult, error) {
 	now := s.clock()
 	path := chargePath(req.Period, req.CustomerID)
 	var res ChargeResult
+	retired := false
 	err := s.store.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
+		retired = false
 		doc, err := tx.Get(ctx, path)
 		if err != nil {
 			return err
@@ -481,6 +570,13 @@ func (s *Service) settle(ctx context.Context, req ChargeRequest, v verdict, reco
 		if rec.State.Terminal() {
 			// A concurrent call settled it first; its answer stands.
 			res = resultFrom(rec, false)
+			return nil
+		}
+		if key != "" && key != rec.IdempotencyKey && v.state != StateSucceeded {
+			res = resultFrom(rec, false)
+			res.Outcome, res.RetryAfter, res.ErrorCode = OutcomeRetry, retryKeyInUse, codeKeyRotated
+			res.Reason = "another call rotated the idempotency key meanwhile; retry under the new key"
+			retired = true
 			return nil
 		}
 		rec.UpdatedAt = now
@@ -506,6 +602,9 @@ func (s *Service) settle(ctx context.Context, req ChargeRequest, v verdict, reco
 		return ChargeResult{}, fmt.Errorf("charge %s/%s: settle: %w", req.Period, req.CustomerID, err)
 	}
 	s.logResult(ctx, req, res)
+	if retired {
+		return res, nil
+	}
 	switch v.kind {
 	case kindBug:
 		return ChargeResult{}, fmt.Errorf("charge %s/%s: %w: %s (%s)", req.Period, req.CustomerID, ErrInvalidInput, v.reason, v.code)

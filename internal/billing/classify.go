@@ -29,6 +29,11 @@ const (
 	kindBug
 	// kindConfig: Stripe refused our credentials: stay pending, answer 500.
 	kindConfig
+	// kindReconcile: Stripe replayed an indeterminate answer (a stored 500)
+	// under the key. The first request under it has finished, so the list
+	// API says now whether it paid; a retry under the key would only get the
+	// replay again, for 24 hours.
+	kindReconcile
 )
 
 // verdict is one classified answer.
@@ -53,6 +58,35 @@ const (
 // codeDuplicatePayments: reconciliation found more than one successful
 // PaymentIntent carrying the record's key.
 const codeDuplicatePayments = "duplicate_payments"
+
+// codeKeyRotationsExhausted: Stripe poisoned every key a charge may rotate to
+// with a stored indeterminate answer, and no payment was made under any.
+const codeKeyRotationsExhausted = "key_rotations_exhausted"
+
+// codeKeyRotated: an answer came under a key that another call had retired
+// meanwhile; it is not recorded and the caller retries under the new key.
+const codeKeyRotated = "key_rotated"
+
+// maxKeyRotations bounds how often a charge moves to a new idempotency key;
+// the vault lets through exactly that many released keys besides the live one.
+const maxKeyRotations = vault.MaxReleasedPerKey
+
+// rotationsExhausted is the verdict on a charge whose every key Stripe
+// answered with a stored 500, none of them paying (listing said so). A
+// held_for_review, not a 503: retrying cannot help for 24 hours, the customer
+// is recorded (so the run can complete, I2), and a person looks at why Stripe
+// keeps failing this one request before it is sent again.
+func rotationsExhausted(keys int64) verdict {
+	return verdict{kind: kindTerminal, state: StateHeldForReview, code: codeKeyRotationsExhausted,
+		reason: fmt.Sprintf("Stripe answered 500 under each of %d idempotency keys and no PaymentIntent carries any of them: "+
+			"no payment was made; review before charging again", keys)}
+}
+
+// rotationReason is what the record keeps about a retired key.
+func rotationReason(v verdict) string {
+	return fmt.Sprintf("Stripe replays a stored indeterminate answer (%s: %s) under this key and no PaymentIntent carries it: "+
+		"no payment was made; the charge continues under a new key", v.code, v.reason)
+}
 
 // classifyIntent reads a PaymentIntent that Stripe returned (or that
 // reconciliation found).
@@ -117,7 +151,12 @@ func classifyError(err error) verdict {
 		}
 		return v
 	}
+	// Stripe stores nothing for a 409 or a limiter's 429, so a replayed answer
+	// that does not settle the outcome is a stored 500: see kindReconcile.
+	replayed := se.LastResponse != nil && se.LastResponse.Header.Get("Idempotent-Replayed") == "true"
 	switch {
+	case replayed && (se.HTTPStatusCode >= 500 || se.Type == stripe.ErrorTypeAPI):
+		v.kind = kindReconcile
 	case se.Code == stripe.ErrorCodeIdempotencyKeyInUse || se.HTTPStatusCode == http.StatusConflict:
 		v.kind, v.retryAfter = kindRetry, retryAfter(retryKeyInUse)
 	case se.HTTPStatusCode == http.StatusTooManyRequests:

@@ -16,6 +16,14 @@ func TestClassifyError(t *testing.T) {
 	stripeErr := func(status int, typ stripe.ErrorType, code, decline string) error {
 		return fmt.Errorf("create: %w", &stripe.Error{HTTPStatusCode: status, Type: typ, Code: stripe.ErrorCode(code), DeclineCode: stripe.DeclineCode(decline), Msg: "m"})
 	}
+	// replayed is Stripe's stored answer to an earlier request under the key.
+	replayed := func(status int, typ stripe.ErrorType, code, decline string) error {
+		var se *stripe.Error
+		err := stripeErr(status, typ, code, decline)
+		errors.As(err, &se)
+		se.LastResponse = &stripe.APIResponse{Header: http.Header{"Idempotent-Replayed": {"true"}}, StatusCode: status}
+		return err
+	}
 	tests := []struct {
 		name  string
 		err   error
@@ -30,6 +38,10 @@ func TestClassifyError(t *testing.T) {
 		{"rate limited", stripeErr(429, stripe.ErrorTypeInvalidRequest, "rate_limit", ""), kindRateLimited, ""},
 		{"lock timeout", stripeErr(429, stripe.ErrorTypeInvalidRequest, "lock_timeout", ""), kindRateLimited, ""},
 		{"500", stripeErr(500, stripe.ErrorTypeAPI, "", ""), kindRetry, ""},
+		// The first request under the key has finished: list now (Charge step 4).
+		{"replayed 500", replayed(500, stripe.ErrorTypeAPI, "", ""), kindReconcile, ""},
+		{"replayed decline", replayed(402, stripe.ErrorTypeCard, "card_declined", "generic_decline"), kindTerminal, StateDeclined},
+		{"replayed idempotency mismatch", replayed(400, stripe.ErrorTypeIdempotency, "", ""), kindTerminal, StateHeldForReview},
 		{"idempotency mismatch", stripeErr(400, stripe.ErrorTypeIdempotency, "", ""), kindTerminal, StateHeldForReview},
 		{"no such customer", stripeErr(400, stripe.ErrorTypeInvalidRequest, "resource_missing", ""), kindTerminal, StateFailed},
 		{"amount too small", stripeErr(400, stripe.ErrorTypeInvalidRequest, "amount_too_small", ""), kindTerminal, StateFailed},

@@ -9,28 +9,35 @@ import (
 )
 
 func TestIdempotencyKey(t *testing.T) {
-	base := IdempotencyKey(PurposeCharge, "2026-10", "c1", 1000, "usd")
-	if base != IdempotencyKey(PurposeCharge, "2026-10", "c1", 1000, "usd") {
+	base := IdempotencyKey(PurposeCharge, "2026-10", "c1", 1000, "usd", 0)
+	if base != IdempotencyKey(PurposeCharge, "2026-10", "c1", 1000, "usd", 0) {
 		t.Fatal("key is not stable")
 	}
 	if len(base) > 255 || !strings.HasPrefix(base, "billrun-charge-2026-10-") {
 		t.Errorf("key %q (%d chars)", base, len(base))
 	}
+	// Generation 0 is the derivation pending records were written with before
+	// keys could rotate: it must not change under them.
+	if want := "billrun-charge-2026-10-5d2e4599fbe6a15459545dd58c055e88f66bbf9cca95571d6f67dacd5fd075f0"; base != want {
+		t.Errorf("generation 0 key %q, want %q", base, want)
+	}
 	others := map[string]string{
-		"purpose":  IdempotencyKey("refund", "2026-10", "c1", 1000, "usd"),
-		"period":   IdempotencyKey(PurposeCharge, "2026-11", "c1", 1000, "usd"),
-		"customer": IdempotencyKey(PurposeCharge, "2026-10", "c2", 1000, "usd"),
-		"amount":   IdempotencyKey(PurposeCharge, "2026-10", "c1", 1001, "usd"),
-		"currency": IdempotencyKey(PurposeCharge, "2026-10", "c1", 1000, "eur"),
+		"purpose":  IdempotencyKey("refund", "2026-10", "c1", 1000, "usd", 0),
+		"period":   IdempotencyKey(PurposeCharge, "2026-11", "c1", 1000, "usd", 0),
+		"customer": IdempotencyKey(PurposeCharge, "2026-10", "c2", 1000, "usd", 0),
+		"amount":   IdempotencyKey(PurposeCharge, "2026-10", "c1", 1001, "usd", 0),
+		"currency": IdempotencyKey(PurposeCharge, "2026-10", "c1", 1000, "eur", 0),
 		// Shifting characters between fields must not collide.
-		"boundary": IdempotencyKey(PurposeCharge, "2026-10", "c11", 000, "usd"),
+		"boundary": IdempotencyKey(PurposeCharge, "2026-10", "c11", 000, "usd", 0),
+		// A rotated key (Charge, after a replayed 500) is a new key.
+		"generation": IdempotencyKey(PurposeCharge, "2026-10", "c1", 1000, "usd", 1),
 	}
 	for name, k := range others {
 		if k == base {
 			t.Errorf("changing %s keeps the key", name)
 		}
 	}
-	long := IdempotencyKey(PurposeCharge, "2026-10", strings.Repeat("x", 128), 99_999_999, "usd")
+	long := IdempotencyKey(PurposeCharge, "2026-10", strings.Repeat("x", 128), 99_999_999, "usd", 99)
 	if len(long) > 255 {
 		t.Errorf("key for a 128-char customer id is %d chars", len(long))
 	}

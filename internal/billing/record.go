@@ -13,9 +13,13 @@ import (
 // what every attempt sends: amount, currency, key, Stripe customer and payment
 // method. A changed customer is a new decision for a human, not a second payment.
 type ChargeRecord struct {
-	Period           string
-	CustomerID       string
-	IdempotencyKey   string
+	Period         string
+	CustomerID     string
+	IdempotencyKey string
+	// KeyGeneration is what IdempotencyKey was derived with: 0, or the number
+	// of rotations away from keys Stripe poisoned (RetiredKeys).
+	KeyGeneration    int64
+	RetiredKeys      []RetiredKey
 	Amount           int64
 	Currency         string
 	StripeCustomerID string
@@ -44,11 +48,33 @@ type ChargeRecord struct {
 	Reconciliation string
 }
 
+// RetiredKey is an idempotency key the record used before a rotation, kept for
+// audit: Stripe stored an indeterminate answer under it (a 500) and replays it
+// for 24 hours, and listing showed no PaymentIntent carrying it.
+type RetiredKey struct {
+	IdempotencyKey string
+	Reason         string
+	RetiredAt      time.Time
+}
+
+// Retired key fields.
+const (
+	fRetiredKey    = "idempotency_key"
+	fRetiredReason = "reason"
+	fRetiredAt     = "retired_at"
+)
+
+func (k RetiredKey) data() map[string]any {
+	return map[string]any{fRetiredKey: k.IdempotencyKey, fRetiredReason: k.Reason, fRetiredAt: k.RetiredAt.UTC()}
+}
+
 // Charge record fields.
 const (
 	fCustomerID    = "customer_id"
 	fPeriod        = "period"
 	fKey           = "idempotency_key"
+	fKeyGeneration = "key_generation"
+	fRetiredKeys   = "retired_keys"
 	fAmount        = "amount"
 	fState         = "state"
 	fAttempts      = "attempts"
@@ -82,7 +108,7 @@ func newRecord(period string, c Customer, d Decision, now time.Time) ChargeRecor
 		UpdatedAt:        now,
 	}
 	if d.State == StatePending {
-		r.IdempotencyKey = IdempotencyKey(PurposeCharge, period, c.ID, d.Amount, d.Currency)
+		r.IdempotencyKey = IdempotencyKey(PurposeCharge, period, c.ID, d.Amount, d.Currency, 0)
 	} else {
 		r.SettledAt = now
 	}
@@ -107,6 +133,14 @@ func (r ChargeRecord) data() store.Data {
 		fReason:         r.Reason,
 		fKeyRef:         r.KeyRef,
 		fReconcileNote:  r.Reconciliation,
+	}
+	// Absent until a first rotation, so records that never rotate keep their shape.
+	if r.KeyGeneration > 0 {
+		retired := make([]any, len(r.RetiredKeys))
+		for i, k := range r.RetiredKeys {
+			retired[i] = k.data()
+		}
+		d[fKeyGeneration], d[fRetiredKeys] = r.KeyGeneration, retired
 	}
 	setTime(d, fCreatedAt, r.CreatedAt)
 	setTime(d, fUpdatedAt, r.UpdatedAt)
@@ -142,6 +176,21 @@ func recordFrom(doc store.Doc) (ChargeRecord, error) {
 		SettledAt:        f.time(fSettledAt),
 		ReconciledAt:     f.time(fReconciledAt),
 		Reconciliation:   f.str(fReconcileNote),
+		KeyGeneration:    f.int(fKeyGeneration),
+	}
+	for i, v := range f.list(fRetiredKeys) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			f.fail(fmt.Sprintf("%s[%d]", fRetiredKeys, i), v, "map")
+			break
+		}
+		k := &fields{path: doc.Path, data: m}
+		r.RetiredKeys = append(r.RetiredKeys, RetiredKey{
+			IdempotencyKey: k.str(fRetiredKey), Reason: k.str(fRetiredReason), RetiredAt: k.time(fRetiredAt),
+		})
+		if k.err != nil && f.err == nil {
+			f.err = k.err
+		}
 	}
 	if f.err == nil && r.State != StatePending && !r.State.Terminal() {
 		f.err = fmt.Errorf("%w: %s: unknown state %q", ErrCorrupt, doc.Path, r.State)

@@ -36,6 +36,12 @@ const (
 	// replayed as often as needed), so a runaway loop minting new idempotency
 	// keys spends nothing more.
 	DefaultMaxChargesPerKey = 1
+	// MaxReleasedPerKey is how many released reservations (definite failures:
+	// no money moved) a key carries besides its MaxChargesPerKey live ones, so
+	// a charge can go on under a new idempotency key after Stripe stored an
+	// indeterminate answer under the old one and listing showed no payment
+	// (billing rotates a charge's key at most this many times).
+	MaxReleasedPerKey = 2
 	// MaxPageSize: a page is one transaction, and a renewal writes three
 	// documents; Firestore allows 500 writes per transaction.
 	MaxPageSize = 150

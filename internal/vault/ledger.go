@@ -60,7 +60,8 @@ func authorize(k keyRecord, credential, endpoint string, now time.Time) error {
 // reserve holds c's amount against the key's cap and its run budget shard, in
 // one transaction. A replay of an idempotency key that is pending or committed
 // reserves nothing more; one that was released is reserved again, since it is
-// about to be forwarded again. It reports whether it reserved anything.
+// about to be forwarded again, if the key has room for it (admits). It reports
+// whether it reserved anything.
 func reserve(ctx context.Context, tx store.Tx, ref, credential string, c charge, now time.Time) (bool, error) {
 	k, err := readKey(ctx, tx, ref)
 	if err != nil {
@@ -89,8 +90,9 @@ func reserve(ctx context.Context, tx store.Tx, ref, credential string, c charge,
 		if r.State != stateReleased {
 			return false, nil
 		}
-	} else if int64(len(k.Reservations)) >= k.MaxCharges {
-		return false, fmt.Errorf("key %s has carried its %d charge(s): %w", ref, k.MaxCharges, ErrKeyUsed)
+	}
+	if err := k.admits(seen); err != nil {
+		return false, err
 	}
 	// Written as subtractions so that no sum can overflow.
 	if c.Amount > k.Cap-k.Spent-k.Reserved {
@@ -113,6 +115,32 @@ func reserve(ctx context.Context, tx store.Tx, ref, credential string, c charge,
 		return false, err
 	}
 	return true, nil
+}
+
+// admits checks that k may carry one more live reservation: a new idempotency
+// key, or a released one about to be forwarded again (again says which). Only
+// live reservations (pending or committed: money that may have moved) use up
+// the key's MaxCharges; a released one moved no money, so Charge may follow it
+// with a new idempotency key after Stripe poisoned the old one with a stored
+// 500. New keys after released ones are bounded too (MaxReleasedPerKey), so a
+// loop of definite failures cannot mint keys, or grow the document, without
+// end. The cap and the run budget bound the money either way.
+func (k *keyRecord) admits(again bool) error {
+	var live, released int64
+	for _, r := range k.Reservations {
+		if r.State == stateReleased {
+			released++
+		} else {
+			live++
+		}
+	}
+	switch {
+	case live >= k.MaxCharges:
+		return fmt.Errorf("key %s has carried its %d charge(s): %w", k.Ref, k.MaxCharges, ErrKeyUsed)
+	case !again && released > MaxReleasedPerKey:
+		return fmt.Errorf("key %s has had %d charges released, more than %d: %w", k.Ref, released, MaxReleasedPerKey, ErrKeyUsed)
+	}
+	return nil
 }
 
 // Outcome is what Stripe made of a forwarded payment request.

@@ -243,3 +243,69 @@ func testCallerHangsUp_StillSettled(t *testing.T, be backend) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestF9_ReleasedKeyMakesRoomForAnother: after Stripe poisons an idempotency
+// key with a stored 500 and Charge finds no payment under it, Charge releases
+// the reservation and moves on to a new idempotency key on the same vault key.
+// A released reservation frees the key's one live charge, never its cap; a
+// released key sent again needs that room too; and only MaxReleasedPerKey
+// keys may be released before a new one is refused.
+func TestF9_ReleasedKeyMakesRoomForAnother(t *testing.T) {
+	eachBackend(t, testReleasedKeyMakesRoomForAnother)
+}
+
+func testReleasedKeyMakesRoomForAnother(t *testing.T, be backend) {
+	const amount = 1500
+	e := newEnv(t, be, envOptions{})
+	ctx := t.Context()
+	customer := e.customers(1)[0]
+	keys, err := e.issuer.IssuePage(ctx, period, []vault.IssueRequest{{Customer: customer, Currency: "usd", Amount: amount, Ceiling: 2000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := keys[0].KeyRef
+	e.sim.SetFaults(stripesim.Faults{Error500Before: 1})
+	steps := []struct {
+		name string
+		// idem is charged (want: the vault's refusal, nil for Stripe's own
+		// 500), or released by Reconcile when release is set.
+		idem    string
+		release bool
+		want    error
+	}{
+		{name: "first key: Stripe's 500, kept", idem: "k0"},
+		{name: "a second key while the first is live", idem: "k1", want: vault.ErrKeyUsed},
+		{name: "no payment under the first: released", idem: "k0", release: true},
+		{name: "second key gets through", idem: "k1"},
+		{name: "the released first key, sent again, while the second is live", idem: "k0", want: vault.ErrKeyUsed},
+		{name: "second released", idem: "k1", release: true},
+		{name: "third key gets through", idem: "k2"},
+		{name: "third released", idem: "k2", release: true},
+		{name: "a fourth key after MaxReleasedPerKey releases", idem: "k3", want: vault.ErrKeyUsed},
+	}
+	for _, st := range steps {
+		if st.release {
+			if state, err := e.issuer.Reconcile(ctx, ref, st.idem, vault.Failed); err != nil || state != "released" {
+				t.Fatalf("%s: %q, %v", st.name, state, err)
+			}
+			continue
+		}
+		_, err := e.charge(ctx, ref, customer, "usd", amount, st.idem)
+		var se *stripe.Error
+		switch {
+		case st.want == nil && errors.As(err, &se) && se.HTTPStatusCode == http.StatusInternalServerError:
+		case st.want != nil && errors.Is(vault.ErrorForCode(vaultCode(err)), st.want):
+		default:
+			t.Fatalf("%s: got %v, want %v", st.name, err, st.want)
+		}
+		if ks, err := e.issuer.Key(ctx, ref); err != nil || ks.Reserved > amount || ks.Spent != 0 {
+			t.Fatalf("%s: key %+v (%v): more than one charge held", st.name, ks, err)
+		}
+	}
+	if ks, err := e.issuer.Key(ctx, ref); err != nil || ks.Reserved != 0 || ks.Pending != 0 || ks.Charges != 1+vault.MaxReleasedPerKey {
+		t.Errorf("key %+v (%v), want nothing held and %d reservations", ks, err, 1+vault.MaxReleasedPerKey)
+	}
+	if n := len(e.sim.Ledger()); n != 0 {
+		t.Errorf("%d payments, want none", n)
+	}
+}
