@@ -6,10 +6,11 @@ import (
 	"fmt"
 )
 
-// faultsHelp is `billrun help faults`: the simulator's own documentation of
-// its fault spec, copied from its doc comments by
-// TestHelpFaultsMatchesTheDocs (go generate refreshes it; the test fails when
-// they drift), so the grammar has one source of truth.
+// faultsHelp is `billrun help faults`: the simulator's and the store fault
+// injector's own documentation of their specs (stripesim, faultstore), copied
+// from their doc comments by TestHelpFaultsMatchesTheDocs (go generate
+// refreshes it; the test fails when they drift), so each grammar has one
+// source of truth.
 //
 //go:generate go test -run TestHelpFaultsMatchesTheDocs -update .
 //go:embed faults_help.txt

@@ -41,7 +41,7 @@ func runRun(ctx context.Context, env *cliEnv, args []string) error {
 		defer t.Close()
 		return executePeriod(ctx, env, t.ex, t.db, p, *asJSON)
 	}
-	if so.faults != "" {
+	if so.faults.injects() {
 		return usageError(fs, "--faults is local only")
 	}
 	ex, err := newClientExecutor(ctx, *project, *location, "")

@@ -105,7 +105,7 @@ func runningServer(dataDir string) (serverInfo, bool) {
 type stackOptions struct {
 	workflow string
 	lease    time.Duration
-	faults   string
+	faults   faultsFlag
 	seed     int64
 	logLevel string
 	env      envFlag
@@ -122,7 +122,7 @@ func defaultStackOptions() stackOptions {
 func (o *stackOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.workflow, "workflow", "", "the billing workflow's YAML `FILE` (default: the production workflow built into billrun)")
 	fs.DurationVar(&o.lease, "lease", config.DefaultLease, "run lease: how long a silent execution keeps the period before another may take over")
-	fs.StringVar(&o.faults, "faults", "", "inject faults (local only): `SPEC`, see billrun help faults")
+	fs.Var(&o.faults, "faults", "inject Stripe simulator and store faults (local only): `SPEC`, see billrun help faults")
 	fs.Int64Var(&o.seed, "seed", 1, "seed of the sample customers and of the faults")
 	fs.StringVar(&o.logLevel, "log-level", "error", "level of the stack's logs on stderr: debug, info, warn, error")
 	o.env = envFlag{}
@@ -134,7 +134,9 @@ type ownedStack struct {
 	*localstack.Stack
 	lock    *os.File
 	dataDir string
-	faults  stripesim.Faults
+	// faults are the simulator's; the store's live in the functions'
+	// environment.
+	faults stripesim.Faults
 }
 
 // startStack starts the local stack on dataDir for command (run, demo,
@@ -143,10 +145,6 @@ func startStack(ctx context.Context, env *cliEnv, command, dataDir, apiAddr stri
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	faults, err := stripesim.ParseFaults(o.faults)
-	if err != nil {
-		return nil, fmt.Errorf("--faults: %w", err)
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
@@ -165,8 +163,8 @@ func startStack(ctx context.Context, env *cliEnv, command, dataDir, apiAddr stri
 		return nil, fmt.Errorf("another billrun process is starting or stopping a stack on %s; try again", dataDir)
 	}
 	s, err := localstack.Start(ctx, localstack.Config{
-		DataDir: dataDir, WorkflowFile: o.workflow, Lease: o.lease, SimFaults: faults, Seed: o.seed,
-		APIAddr: apiAddr, Logs: env.stderr, LogLevel: level, WorkflowEnv: o.env,
+		DataDir: dataDir, WorkflowFile: o.workflow, Lease: o.lease, APIAddr: apiAddr, Logs: env.stderr, LogLevel: level,
+		WorkflowEnv: o.env, SimFaults: o.faults.sim, Seed: o.seed, StoreFaults: o.faults.storePlan(o.seed),
 	})
 	if err != nil {
 		lock.Close()
@@ -179,7 +177,7 @@ func startStack(ctx context.Context, env *cliEnv, command, dataDir, apiAddr stri
 		lock.Close()
 		return nil, err
 	}
-	return &ownedStack{Stack: s, lock: lock, dataDir: dataDir, faults: faults}, nil
+	return &ownedStack{Stack: s, lock: lock, dataDir: dataDir, faults: o.faults.sim}, nil
 }
 
 func (s *ownedStack) Close() error {

@@ -39,7 +39,7 @@ func openTarget(ctx context.Context, env *cliEnv, command, dataDir string, so st
 	}
 	t := &target{db: db, close: []func() error{db.Close}}
 	if info, ok := runningServer(dataDir); ok {
-		if so.faults != "" {
+		if so.faults.injects() {
 			t.Close()
 			return nil, fmt.Errorf("--faults needs a stack of its own, and billrun serve (pid %d) serves %s: stop it or use another --data-dir", info.PID, dataDir)
 		}
@@ -72,7 +72,8 @@ func (t *target) Close() error {
 }
 
 // withoutFaults runs fn with the simulator's faults off: they are for billing
-// runs, not for setting customers up.
+// runs, not for setting customers up. Store faults need no switching: they
+// live in the functions' store, and customers are set up through t.db.
 func (t *target) withoutFaults(fn func() error) error {
 	if t.sim == nil {
 		return fn()

@@ -35,6 +35,7 @@ import (
 
 	"billrun.dev/billrun/internal/api"
 	"billrun.dev/billrun/internal/config"
+	"billrun.dev/billrun/internal/store/faultstore"
 	"billrun.dev/billrun/internal/stripesim"
 	"billrun.dev/billrun/internal/workflow"
 	"billrun.dev/billrun/internal/workflow/executionsapi"
@@ -74,6 +75,10 @@ type Config struct {
 	// SimFaults and Seed configure the simulator's fault injection.
 	SimFaults stripesim.Faults
 	Seed      int64
+	// StoreFaults are injected into the functions' store (the plan carries
+	// its own seed), through BILLRUN_STORE_FAULTS; a plan without rules
+	// injects none.
+	StoreFaults faultstore.Plan
 	// APIAddr is where the Executions API listens; "" means 127.0.0.1 on a free
 	// port.
 	APIAddr string
@@ -240,6 +245,9 @@ func startFunctions(ctx context.Context, cfg Config, simURL, proxyURL string) (s
 		// Stripe key.
 		"BILLRUN_VAULT_SIGNING_SECRET": secret,
 		"BILLRUN_VAULT_PROXY_URL":      proxyURL,
+		// Always set, so faults come from the stack's configuration only,
+		// never from a variable left in the caller's environment.
+		"BILLRUN_STORE_FAULTS": storeFaults(cfg.StoreFaults),
 	}
 	// The functions are configured from the process environment, as on Cloud
 	// Run; check it first so a bad setting fails here, not on every request.
@@ -280,6 +288,14 @@ func startFunctions(ctx context.Context, cfg Config, simURL, proxyURL string) (s
 		return "", fmt.Errorf("localstack: functions: %w", startErr)
 	}
 	return "http://127.0.0.1:" + port, nil
+}
+
+// storeFaults is BILLRUN_STORE_FAULTS for plan: "" when it has no rules.
+func storeFaults(plan faultstore.Plan) string {
+	if len(plan.Rules) == 0 {
+		return ""
+	}
+	return plan.String()
 }
 
 // signingSecret reads the data directory's vault signing secret, creating a
