@@ -107,3 +107,27 @@ func TestResolvePeriod(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalStripeKey: the local stack takes the user's STRIPE_SECRET_KEY only
+// when it is a test-mode key; a live one never reaches the simulator.
+func TestLocalStripeKey(t *testing.T) {
+	tests := []struct{ name, env, want string }{
+		{name: "unset", env: "", want: ""},
+		{name: "secret test key", env: "sk_test_mine", want: "sk_test_mine"},
+		{name: "restricted test key, mounted with a newline", env: "rk_test_mine\n", want: "rk_test_mine"},
+		{name: "live key", env: "sk_live_mine", want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if k == "STRIPE_SECRET_KEY" {
+					return tt.env
+				}
+				return ""
+			}
+			if got := localStripeKey(getenv); got != tt.want {
+				t.Errorf("localStripeKey with %q = %q, want %q", tt.env, got, tt.want)
+			}
+		})
+	}
+}

@@ -163,7 +163,8 @@ func startStack(ctx context.Context, env *cliEnv, command, dataDir, apiAddr stri
 		return nil, fmt.Errorf("another billrun process is starting or stopping a stack on %s; try again", dataDir)
 	}
 	s, err := localstack.Start(ctx, localstack.Config{
-		DataDir: dataDir, WorkflowFile: o.workflow, Lease: o.lease, APIAddr: apiAddr, Logs: env.stderr, LogLevel: level,
+		DataDir: dataDir, StripeKey: localStripeKey(env.getenv), VaultSigningSecret: env.getenv("BILLRUN_VAULT_SIGNING_SECRET"),
+		WorkflowFile: o.workflow, Lease: o.lease, APIAddr: apiAddr, Logs: env.stderr, LogLevel: level,
 		WorkflowEnv: o.env, SimFaults: o.faults.sim, Seed: o.seed, StoreFaults: o.faults.storePlan(o.seed),
 	})
 	if err != nil {
@@ -178,6 +179,18 @@ func startStack(ctx context.Context, env *cliEnv, command, dataDir, apiAddr stri
 		return nil, err
 	}
 	return &ownedStack{Stack: s, lock: lock, dataDir: dataDir, faults: o.faults.sim}, nil
+}
+
+// localStripeKey is the user's STRIPE_SECRET_KEY when it is a test-mode key
+// (the simulator accepts any), so a test can follow a key of its own through
+// the stack; otherwise "" (the stack's constant key): a live key, perhaps set
+// for audit --stripe, is never sent to the simulator.
+func localStripeKey(getenv func(string) string) string {
+	k := strings.TrimSpace(getenv("STRIPE_SECRET_KEY"))
+	if strings.HasPrefix(k, "sk_test_") || strings.HasPrefix(k, "rk_test_") {
+		return k
+	}
+	return ""
 }
 
 func (s *ownedStack) Close() error {

@@ -16,6 +16,7 @@ package localstack
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -28,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,24 +51,37 @@ import (
 // deployed.
 const WorkflowID = "billing"
 
-// StripeKey is the test-mode key the functions send to the simulator. It is
-// not a secret: the simulator accepts any sk_test_ key.
+// StripeKey is the test-mode key the vault proxy sends to the simulator when
+// Config.StripeKey is empty. It is not a secret: the simulator accepts any
+// sk_test_ key.
 const StripeKey = "sk_test_billrun_local"
 
 // Paths inside the data directory.
 const (
 	SimDir        = "stripesim"
 	ExecutionsDir = "executions"
-	// signingSecretFile keeps the vault signing secret, so keys issued by one
-	// process verify in the next (a run taken over after a crash).
-	signingSecretFile = "vault-signing-secret"
 )
+
+// SecretsDir is where, under the user's configuration directory
+// (os.UserConfigDir), a stack keeps the vault signing secrets it generates:
+// one file per data directory, named by a hash of the directory's absolute
+// path. It is the local stand-in for Secret Manager: outside the data
+// directory, which I5 says holds no secret, yet stable across processes, so
+// keys issued by one verify in the next (a run taken over after a crash).
+const SecretsDir = "billrun/vault-signing-secrets"
 
 // Config configures a Stack.
 type Config struct {
-	// DataDir holds everything: the store file, the simulator's state and the
-	// executions. Required.
+	// DataDir holds everything but secrets: the store file, the simulator's
+	// state and the executions. Required.
 	DataDir string
+	// StripeKey is the test-mode key (sk_test_… or rk_test_…) the vault proxy
+	// holds, as STRIPE_SECRET_KEY; "" means the constant StripeKey.
+	StripeKey string
+	// VaultSigningSecret turns vault key references into credentials
+	// (BILLRUN_VAULT_SIGNING_SECRET); "" means the one generated for DataDir
+	// under SecretsDir.
+	VaultSigningSecret string
 	// WorkflowFile is the billing workflow's YAML; "" runs the production
 	// workflow embedded in the binary (package workflows).
 	WorkflowFile string
@@ -227,22 +242,35 @@ func startFunctions(ctx context.Context, cfg Config, simURL, proxyURL string) (s
 	if lease == 0 {
 		lease = config.DefaultLease
 	}
-	secret, err := signingSecret(cfg.DataDir)
-	if err != nil {
-		return "", fmt.Errorf("localstack: %w", err)
+	stripeKey := cfg.StripeKey
+	if stripeKey == "" {
+		stripeKey = StripeKey
+	}
+	if !strings.HasPrefix(stripeKey, "sk_test_") && !strings.HasPrefix(stripeKey, "rk_test_") {
+		// Say what is wrong without echoing any of the value.
+		return "", errors.New("localstack: the Stripe key must be a test-mode key (sk_test_… or rk_test_…)")
+	}
+	secret := cfg.VaultSigningSecret
+	if secret == "" {
+		configDir, err := os.UserConfigDir()
+		if err != nil {
+			return "", fmt.Errorf("localstack: vault signing secret: %w", err)
+		}
+		if secret, err = generatedSigningSecret(filepath.Join(configDir, SecretsDir), cfg.DataDir); err != nil {
+			return "", fmt.Errorf("localstack: vault signing secret: %w", err)
+		}
 	}
 	env := map[string]string{
 		"FUNCTION_TARGET":         "", // serve every function at /<name>
 		"BILLRUN_STORE":           config.StoreEmbedded,
 		"BILLRUN_DATA_DIR":        cfg.DataDir,
-		"STRIPE_SECRET_KEY":       StripeKey,
+		"STRIPE_SECRET_KEY":       stripeKey,
 		"BILLRUN_STRIPE_API_BASE": simURL,
 		"BILLRUN_LEASE":           lease.String(),
 		"BILLRUN_LOG_FORMAT":      "text",
 		"BILLRUN_LOG_LEVEL":       cfg.LogLevel.String(),
-		// The vault: keys are issued and verified with the directory's
-		// secret; Charge pays through the proxy, the only holder of the
-		// Stripe key.
+		// The vault: keys are issued and verified with the signing secret;
+		// Charge pays through the proxy, the only holder of the Stripe key.
 		"BILLRUN_VAULT_SIGNING_SECRET": secret,
 		"BILLRUN_VAULT_PROXY_URL":      proxyURL,
 		// Always set, so faults come from the stack's configuration only,
@@ -298,36 +326,56 @@ func storeFaults(plan faultstore.Plan) string {
 	return plan.String()
 }
 
-// signingSecret reads the data directory's vault signing secret, creating a
-// random one the first time.
-func signingSecret(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, signingSecretFile)
-	b, err := os.ReadFile(path)
-	if err == nil && len(b) >= config.MinSigningSecretBytes {
-		return string(b), nil
+// generatedSigningSecret returns the vault signing secret of dataDir kept in
+// dir, generating a random one (0600) the first time. Two processes that
+// generate one at once both end up using the one that was linked first:
+// the file appears whole (written under a temporary name, then hard-linked,
+// which never replaces an existing file), so no reader sees it half written.
+func generatedSigningSecret(dir, dataDir string) (string, error) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", err
 	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// The same directory through a symbolic link (macOS's /tmp) is the same
+	// data directory.
+	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = resolved
+	}
+	sum := sha256.Sum256([]byte(abs))
+	path := filepath.Join(dir, hex.EncodeToString(sum[:16]))
+	if b, err := os.ReadFile(path); err == nil {
+		if len(b) < config.MinSigningSecretBytes {
+			return "", fmt.Errorf("%s: shorter than %d bytes; remove it to generate a new one", path, config.MinSigningSecretBytes)
+		}
+		return string(b), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", err
 	}
-	secret := hex.EncodeToString(raw)
-	// O_EXCL: of two processes creating it at once, one wins and both use
-	// its secret.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return signingSecret(dataDir)
-	}
+	tmp, err := os.CreateTemp(dir, ".new-*")
 	if err != nil {
 		return "", err
 	}
-	if _, err := f.WriteString(secret); err != nil {
-		f.Close()
+	defer os.Remove(tmp.Name())
+	// CreateTemp makes the file 0600.
+	if _, err := tmp.WriteString(hex.EncodeToString(raw)); err != nil {
+		tmp.Close()
 		return "", err
 	}
-	return secret, f.Close()
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	b, err := os.ReadFile(path)
+	return string(b), err
 }
 
 func freePort() (string, error) {
