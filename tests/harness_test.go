@@ -13,11 +13,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +40,10 @@ const period = "2026-10"
 var (
 	binary   string // the billrun binary
 	repoRoot string
+	// configHome is every billrun's XDG_CONFIG_HOME, so the vault signing
+	// secrets a stack generates (localstack.SecretsDir) stay in this run's
+	// temporary directory instead of the user's configuration.
+	configHome string
 )
 
 func TestMain(m *testing.M) {
@@ -53,6 +60,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "billrun")
+	configHome = filepath.Join(dir, "config")
 	build := exec.Command("go", "build", "-o", binary, "./cmd/billrun")
 	build.Dir = repoRoot
 	if out, err := build.CombinedOutput(); err != nil {
@@ -80,7 +88,7 @@ func billrunEnv(t *testing.T, dataDir string, env []string, args ...string) resu
 	ctx, cancel := context.WithTimeout(t.Context(), commandTimeout)
 	defer cancel()
 	cmd := command(ctx, dataDir, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(cmd.Env, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -103,6 +111,7 @@ func billrunEnv(t *testing.T, dataDir string, env []string, args ...string) resu
 func command(ctx context.Context, dataDir string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, binary, append(args, "--data-dir", dataDir)...)
 	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+configHome)
 	return cmd
 }
 
@@ -241,4 +250,128 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// served is a billrun serve running on a data directory.
+type served struct {
+	// api is the base URL of its Executions API.
+	api            string
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	stopOnce       sync.Once
+}
+
+// startServe starts billrun serve on dataDir, with environment variables env
+// (K=V) added, and returns once its Executions API is advertised; the test's
+// end stops it.
+func startServe(t *testing.T, dataDir string, env []string, args ...string) *served {
+	t.Helper()
+	s := &served{cmd: command(t.Context(), dataDir, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)}
+	s.cmd.Env = append(s.cmd.Env, env...)
+	s.cmd.Stdout, s.cmd.Stderr = &s.stdout, &s.stderr
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.stop() })
+	var info struct {
+		API string `json:"api"`
+	}
+	waitFor(t, 30*time.Second, "billrun serve to start", func() bool {
+		b, err := os.ReadFile(filepath.Join(dataDir, "server.json"))
+		return err == nil && json.Unmarshal(b, &info) == nil
+	})
+	s.api = "http://" + info.API
+	return s
+}
+
+// stop interrupts billrun serve, waits for its end and returns what it
+// printed.
+func (s *served) stop() result {
+	s.stopOnce.Do(func() {
+		s.cmd.Process.Signal(os.Interrupt)
+		s.cmd.Wait()
+	})
+	return result{stdout: s.stdout.String(), stderr: s.stderr.String(), code: s.cmd.ProcessState.ExitCode()}
+}
+
+// executionsPath is the billing workflow's executions in billrun serve's
+// Executions API, which takes any project and location.
+const executionsPath = "/v1/projects/billrun-local/locations/local/workflows/" + localstack.WorkflowID + "/executions"
+
+// execution is an Execution in the Executions API's REST JSON.
+type execution struct {
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Argument string `json:"argument"`
+	Result   string `json:"result"`
+	Error    *struct {
+		Payload string `json:"payload"`
+		Context string `json:"context"`
+	} `json:"error"`
+}
+
+// call sends a REST request (body as JSON, nil for none) to the Executions
+// API and returns the response body, or an error unless it answered 200.
+func (s *served) call(ctx context.Context, method, path string, body any) ([]byte, error) {
+	var in io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		in = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, s.api+path, in)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, b)
+	}
+	return b, nil
+}
+
+// startExecution starts a billing execution with a raw argument ("" for
+// none), as Cloud Scheduler, Eventarc or gcloud workflows run --data would,
+// and returns its name.
+func (s *served) startExecution(ctx context.Context, argument string) (string, error) {
+	b, err := s.call(ctx, http.MethodPost, executionsPath, map[string]string{"argument": argument})
+	if err != nil {
+		return "", err
+	}
+	var x execution
+	if err := json.Unmarshal(b, &x); err != nil || x.Name == "" {
+		return "", fmt.Errorf("start execution: %q (%v)", b, err)
+	}
+	return x.Name, nil
+}
+
+// awaitExecution polls the execution named name until it ends.
+func (s *served) awaitExecution(t *testing.T, name string) execution {
+	t.Helper()
+	var x execution
+	waitFor(t, commandTimeout, "execution "+name+" to end", func() bool {
+		b, err := s.call(t.Context(), http.MethodGet, "/v1/"+name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x = execution{}
+		if err := json.Unmarshal(b, &x); err != nil {
+			t.Fatal(err)
+		}
+		return x.State != "ACTIVE" && x.State != "QUEUED"
+	})
+	return x
 }

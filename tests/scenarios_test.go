@@ -175,7 +175,7 @@ func TestF2_AmountsInflatedTenfold(t *testing.T) {
 func TestF3_TwoExecutionsAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	const customers = 200
-	startServe(t, dir, "--faults", "latency=10ms")
+	startServe(t, dir, nil, "--faults", "latency=10ms")
 	seedCustomers(t, dir, customers)
 	outs := make([]runOutcome, 2)
 	var wg sync.WaitGroup
@@ -397,7 +397,7 @@ func TestGcloudWorkflowsRun(t *testing.T) {
 	}
 	dir := t.TempDir()
 	const customers = 50
-	api := startServe(t, dir)
+	api := startServe(t, dir, nil).api
 	seedCustomers(t, dir, customers)
 	cmd := exec.CommandContext(t.Context(), gcloud, "workflows", "run", "billing", "--location", "local",
 		"--data", `{"period":"`+period+`"}`, "--format", "json")
@@ -428,28 +428,4 @@ func TestGcloudWorkflowsRun(t *testing.T) {
 	out.Status, out.Progress.Summary = "completed", &summary
 	assertCompleted(t, out, customers)
 	assertOnce(t, dir)
-}
-
-// startServe starts billrun serve on dataDir and returns its Executions API
-// URL once it answers; the test's end stops it.
-func startServe(t *testing.T, dataDir string, args ...string) string {
-	t.Helper()
-	cmd := command(t.Context(), dataDir, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	})
-	var info struct {
-		API string `json:"api"`
-	}
-	waitFor(t, 30*time.Second, "billrun serve to start", func() bool {
-		b, err := os.ReadFile(filepath.Join(dataDir, "server.json"))
-		return err == nil && json.Unmarshal(b, &info) == nil
-	})
-	return "http://" + info.API
 }
