@@ -88,19 +88,23 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestResolvePeriod(t *testing.T) {
-	now := time.Date(2026, 1, 15, 0, 30, 0, 0, time.FixedZone("UTC+2", 2*3600)) // still 2026-01-14 UTC
+	now := time.Date(2026, 2, 1, 1, 0, 0, 0, time.FixedZone("UTC+2", 2*3600)) // still 2026-01-31 in UTC
 	tests := []struct {
-		name, in, want string
-		wantErr        bool
+		name, in, zone, want string
+		wantErr              bool
 	}{
 		{name: "default is the previous month in UTC", in: "", want: "2025-12"},
+		{name: "default follows the workflow's time zone", in: "", zone: "Europe/Athens", want: "2026-01"},
+		{name: "a zone already in the next month", in: "", zone: "Pacific/Kiritimati", want: "2026-01"},
+		{name: "a zone still in the previous month", in: "", zone: "America/Los_Angeles", want: "2025-12"},
+		{name: "unknown zone", in: "", zone: "Mars/Olympus", wantErr: true},
 		{name: "explicit", in: "2025-11", want: "2025-11"},
 		{name: "bad month", in: "2025-13", wantErr: true},
 		{name: "beyond next month", in: "2026-03", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := resolvePeriod(tt.in, now)
+			got, err := resolvePeriod(tt.in, now, tt.zone)
 			if (err != nil) != tt.wantErr || got != tt.want {
 				t.Fatalf("resolvePeriod(%q) = %q, %v; want %q (error %t)", tt.in, got, err, tt.want, tt.wantErr)
 			}

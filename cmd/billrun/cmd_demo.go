@@ -35,7 +35,7 @@ Exit status: 0 billed or already billed, 1 failed, 2 usage, 3 already running.`)
 	if *customers < 1 {
 		return usageError(fs, "--customers must be at least 1")
 	}
-	p, err := resolvePeriod(*period, time.Now())
+	p, err := resolvePeriod(*period, time.Now(), so.env["BILLRUN_TIME_ZONE"])
 	if err != nil {
 		return usageError(fs, "%v", err)
 	}

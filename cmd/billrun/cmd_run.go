@@ -29,7 +29,7 @@ func runRun(ctx context.Context, env *cliEnv, args []string) error {
 	if err := parseNoArgs(fs, env, args); err != nil {
 		return err
 	}
-	p, err := resolvePeriod(*period, time.Now())
+	p, err := resolvePeriod(*period, time.Now(), so.env["BILLRUN_TIME_ZONE"])
 	if err != nil {
 		return usageError(fs, "%v", err)
 	}

@@ -24,7 +24,7 @@ run or billrun serve uses the same data directory.`)
 	if err := parseNoArgs(fs, env, args); err != nil {
 		return err
 	}
-	p, err := resolvePeriod(*period, time.Now())
+	p, err := resolvePeriod(*period, time.Now(), "")
 	if err != nil {
 		return usageError(fs, "%v", err)
 	}

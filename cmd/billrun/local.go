@@ -48,15 +48,25 @@ func dataDirFlag(fs *flag.FlagSet) *string {
 	return fs.String("data-dir", defaultDataDir, "the local stack's state: store, Stripe simulator, executions (`DIR`)")
 }
 
-// periodFlag registers --period; "" means the previous calendar month (UTC).
+// periodFlag registers --period; "" means the previous calendar month.
 func periodFlag(fs *flag.FlagSet) *string {
-	return fs.String("period", "", "billing period `YYYY-MM` (default: the previous calendar month, UTC)")
+	return fs.String("period", "", "billing period `YYYY-MM` (default: the previous calendar month in the workflow's BILLRUN_TIME_ZONE, UTC unless --env sets it)")
 }
 
-func resolvePeriod(p string, now time.Time) (string, error) {
+// resolvePeriod validates p, or, when it is "", computes the previous calendar
+// month in zone ("" is UTC) exactly as the workflow does for a run started
+// without a period, so that the CLI follows the period the workflow bills.
+func resolvePeriod(p string, now time.Time, zone string) (string, error) {
 	if p == "" {
-		now = now.UTC()
-		first := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+		loc := time.UTC
+		if zone != "" {
+			var err error
+			if loc, err = time.LoadLocation(zone); err != nil {
+				return "", fmt.Errorf("BILLRUN_TIME_ZONE: %w", err)
+			}
+		}
+		now = now.In(loc)
+		first := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, loc)
 		return first.AddDate(0, -1, 0).Format("2006-01"), nil
 	}
 	if err := billing.ValidatePeriod(p, now); err != nil {
