@@ -447,3 +447,30 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.buf.String()
 }
+
+// TestF2_OutOfRangeAmountHeldOthersBilled: a data bug gives one customer an
+// amount beyond anything the vault handles and another a negative ceiling.
+// Each is one customer's problem: both are held for review with the reason
+// before anything reaches Stripe, and the rest of their page is billed. The
+// page is not refused whole, which would stop the run for everybody.
+func TestF2_OutOfRangeAmountHeldOthersBilled(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{})
+		cs := visa(5)
+		cs[1].amount = 20 * vault.MaxAmount // a unit-price bug
+		cs[3].ceiling = -500                // a sign bug in the plan's ceiling
+		e.seed(cs...)
+		res := e.runWorkflow("exec-1", 100, 2)
+		e.assertSummary(res.summary, 5, map[string]int64{"succeeded": 3, "held_for_review": 2})
+		recs := e.assertAllTerminal()
+		for _, id := range []string{cs[1].id, cs[3].id} {
+			rec := recs[id]
+			if rec.State != billing.StateHeldForReview || rec.Attempts != 0 || rec.Reason == "" {
+				t.Errorf("%s: %s after %d attempts (%s: %s); want held before any attempt", id, rec.State, rec.Attempts, rec.ErrorCode, rec.Reason)
+			}
+		}
+		if len(e.stripePosts()) != 3 {
+			t.Errorf("%d payment requests reached Stripe, want 3", len(e.stripePosts()))
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"billrun.dev/billrun/internal/store"
@@ -66,20 +67,34 @@ func (s *Service) IssueVaultKeys(ctx context.Context, req DueRequest) (KeyPage, 
 		if err != nil {
 			return err
 		}
+		now := s.clock()
+		page = KeyPage{}
 		reqs := make([]vault.IssueRequest, 0, len(plan.Page.Customers))
-		for _, c := range plan.Page.Customers {
+		for _, c := range slices.Clone(plan.Page.Customers) {
 			rec := plan.Records[c.CustomerID]
+			ceiling := plan.Customers[c.CustomerID].Ceiling
+			// One customer's out-of-range data is held here, before any
+			// request was sent for it, as the vault would refuse the whole
+			// page for it and stop the run (F2). After a request, its key
+			// exists and keeps its cap, so the ceiling is not needed.
+			if code, why := outOfVaultRange(rec.Amount, ceiling); code != "" {
+				if rec.Attempts == 0 {
+					plan.hold(c.CustomerID, code, why, now)
+					page.Held++
+					continue
+				}
+				ceiling = 0
+			}
 			reqs = append(reqs, vault.IssueRequest{
 				Customer: rec.CustomerID, StripeCustomer: rec.StripeCustomerID, Currency: rec.Currency,
-				Amount: rec.Amount, Ceiling: plan.Customers[c.CustomerID].Ceiling, RecentPayments: history[c.CustomerID],
+				Amount: rec.Amount, Ceiling: ceiling, RecentPayments: history[c.CustomerID],
 			})
 		}
 		issued, err := s.vault.issuer.IssueTx(ctx, tx, req.Period, reqs)
 		if err != nil {
 			return err
 		}
-		now := s.clock()
-		page = KeyPage{NextCursor: plan.Page.NextCursor, Done: plan.Page.Done, DueCount: plan.Page.DueCount}
+		page.NextCursor, page.Done, page.DueCount = plan.Page.NextCursor, plan.Page.Done, plan.Page.DueCount
 		for _, is := range issued {
 			if is.Held {
 				plan.hold(is.Customer, is.Reason, is.Detail, now)
@@ -103,6 +118,26 @@ func (s *Service) IssueVaultKeys(ctx context.Context, req DueRequest) (KeyPage, 
 		"cursor", req.Cursor, "keys", len(page.Customers), "held", page.Held, "created", len(plan.Created),
 		"due_count", page.DueCount, "done", page.Done)
 	return page, nil
+}
+
+// Hold codes for data the vault cannot take.
+const (
+	// HoldAmountOutOfRange: the amount is above vault.MaxAmount.
+	HoldAmountOutOfRange = "amount_out_of_range"
+	// HoldInvalidCeiling: the ceiling is negative or above vault.MaxAmount.
+	HoldInvalidCeiling = "invalid_ceiling"
+)
+
+// outOfVaultRange says why a customer's amount or ceiling is outside what the
+// vault accepts (a data bug), or "" if both are within it.
+func outOfVaultRange(amount, ceiling int64) (code, reason string) {
+	switch {
+	case amount > vault.MaxAmount:
+		return HoldAmountOutOfRange, fmt.Sprintf("amount %d is above the vault's maximum %d", amount, vault.MaxAmount)
+	case ceiling < 0 || ceiling > vault.MaxAmount:
+		return HoldInvalidCeiling, fmt.Sprintf("ceiling %d is outside 0 to %d", ceiling, vault.MaxAmount)
+	}
+	return "", ""
 }
 
 // recentPayments reads the successful payments, in the charge's currency, of
