@@ -360,6 +360,59 @@ func TestF11_StalePendingReconciled(t *testing.T) {
 	}
 }
 
+// TestF11_VaultStaleWhenClocksDisagree: Charge's clock is behind the vault's,
+// so a pending record looks fresh to Charge while the vault finds its
+// reservation past vault.ReplayWindow and refuses to forward it on its own
+// (vault_reservation_stale). Charge then reconciles by listing first: a
+// payment is adopted; without one, the reservation is released and the same
+// key sent again. One payment either way, counted once by the key.
+func TestF11_VaultStaleWhenClocksDisagree(t *testing.T) {
+	cases := []struct {
+		name   string
+		faults stripesim.Faults
+		paid   bool
+	}{
+		{"payment made, answer lost", stripesim.Faults{Error500After: 1, FirstAttempts: 1}, true},
+		{"no payment made", stripesim.Faults{LockTimeout: 1, FirstAttempts: 1}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b store.Backend) {
+				e := newEnv(t, b, envOptions{faults: tc.faults})
+				e.seed(visa(1)...)
+				e.issueAll("exec-1")
+				first := e.charge("c000")
+				if first.status != http.StatusServiceUnavailable && first.status != http.StatusTooManyRequests {
+					t.Fatalf("first attempt: %d %v", first.status, first.body)
+				}
+				// The vault's clock drifts 2 h ahead: 22 h later for Charge
+				// (not stale), 24 h for the vault (stale).
+				e.vaultAhead.Store(int64(2 * time.Hour))
+				e.clock.Advance(22 * time.Hour)
+				e.setFaults(stripesim.Faults{})
+				postsBefore := len(e.stripePosts())
+				r := e.charge("c000")
+				wantStatus(t, r, http.StatusOK, "charged")
+				if len(e.assertLedgerOnce()) != 1 {
+					t.Fatalf("want exactly one payment")
+				}
+				newPosts := len(e.stripePosts()) - postsBefore
+				if tc.paid && (newPosts != 0 || r.body["reconciled"] != true) {
+					t.Errorf("adopting: %d new requests, body %v; want 0 and reconciled", newPosts, r.body)
+				}
+				if !tc.paid && newPosts != 1 {
+					t.Errorf("no payment found: %d new requests, want 1", newPosts)
+				}
+				rec := e.record("c000")
+				ks, err := e.issuer.Key(t.Context(), rec.KeyRef)
+				if err != nil || ks.Pending != 0 || ks.Reserved != 0 || ks.Spent != rec.Amount {
+					t.Errorf("vault key: %+v (%v), want %d spent and nothing pending", ks, err, rec.Amount)
+				}
+			})
+		})
+	}
+}
+
 // TestF12_RetriesBounded: workflow retries × function × SDK: the SDK never
 // retries (one Stripe request per Charge call), one key throughout, attempts
 // counted honestly, and a replayed error keeps the customer pending rather than

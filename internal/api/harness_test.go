@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +80,10 @@ type env struct {
 	// faults are the simulator's faults outside seeding.
 	faults stripesim.Faults
 	issuer *vault.Issuer
+	// vaultAhead is how far the vault's clock runs ahead of the functions'
+	// (envOptions.vaultAhead, in nanoseconds); a test may change it to make
+	// the clocks drift apart.
+	vaultAhead *atomic.Int64
 	// keys holds the key references the issued pages gave, by period/customer.
 	mu   sync.Mutex
 	keys map[string]string
@@ -142,7 +147,9 @@ func newEnv(t testing.TB, b store.Backend, opts envOptions) *env {
 		log = slog.New(slog.NewJSONHandler(opts.logs, nil))
 	}
 	icfg := opts.vault
-	vaultNow := func() time.Time { return clock.Now().Add(opts.vaultAhead) }
+	vaultAhead := &atomic.Int64{}
+	vaultAhead.Store(int64(opts.vaultAhead))
+	vaultNow := func() time.Time { return clock.Now().Add(time.Duration(vaultAhead.Load())) }
 	icfg.Store, icfg.SigningSecret, icfg.Now = handlerStore, testSigningSecret, vaultNow
 	if icfg.DefaultCaps == nil {
 		icfg.DefaultCaps = map[string]int64{"usd": 1_000_000, "eur": 1_000_000}
@@ -177,7 +184,7 @@ func newEnv(t testing.TB, b store.Backend, opts envOptions) *env {
 		urls = append(urls, srv.URL)
 	}
 	return &env{
-		t: t, clock: clock, sim: sim, store: b, urls: urls, faults: opts.faults, issuer: issuer,
+		t: t, clock: clock, sim: sim, store: b, urls: urls, faults: opts.faults, issuer: issuer, vaultAhead: vaultAhead,
 		http:   &http.Client{Timeout: 30 * time.Second},
 		stripe: billing.NewStripeClient("sk_test_seed", simSrv.URL, &http.Client{Timeout: 10 * time.Second}),
 		keys:   map[string]string{},

@@ -99,8 +99,10 @@ const (
 	// DefaultStalePending is the age of a pending record's first Stripe attempt
 	// after which Stripe may have forgotten its idempotency key (kept 24 h), so
 	// the record is reconciled by listing before any new request. One hour of
-	// margin covers clock skew and slow requests.
-	DefaultStalePending = 23 * time.Hour
+	// margin covers clock skew and slow requests. It is the vault's
+	// ReplayWindow, after which the proxy refuses such a request on its own
+	// clock (vault_reservation_stale), which Charge answers the same way.
+	DefaultStalePending = vault.ReplayWindow
 	// DefaultAttemptWindow bounds one attempt's work after the caller may have
 	// gone (the Stripe requests, then recording the answer), so a detached
 	// attempt cannot outlive its function call by much.

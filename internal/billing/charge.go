@@ -93,9 +93,11 @@ func resultFrom(rec ChargeRecord, fresh bool) ChargeResult {
 //     store, without Stripe. Otherwise create it (amount, currency and key fixed
 //     from the customer now) or reuse it, and count the attempt, before any
 //     Stripe request.
-//  2. A pending record whose key may have left Stripe's 24 h window is first
+//  2. A pending record whose key may have left Stripe's 24 h window (by our
+//     clock, or the vault proxy's: vault_reservation_stale) is first
 //     reconciled: list the customer's PaymentIntents and adopt one carrying the
-//     key; only if none exists is a new request made (the record says so).
+//     key; only if none exists is the key's vault reservation released and a
+//     new request made (the record says so).
 //  3. Create the PaymentIntent (off-session, confirmed, with the record's key and
 //     metadata), then settle the record from the answer. Answers that leave the
 //     outcome unknown keep the record pending: a retry sends the same key.
@@ -234,6 +236,9 @@ func (s *Service) attempt(ctx context.Context, client *stripe.Client, req Charge
 	work, cancel := context.WithTimeout(detached, s.attemptWindow*3/4)
 	defer cancel()
 	var v verdict
+	// stale: Stripe may have forgotten the key (our clock, or the vault's,
+	// says its first use is past the window).
+	stale := step.reconcile
 	listNow := step.reconcile
 	if !listNow {
 		pi, err := client.V1PaymentIntents.Create(work, createParams(step.rec))
@@ -242,6 +247,7 @@ func (s *Service) attempt(ctx context.Context, client *stripe.Client, req Charge
 			return ChargeResult{}, nextRenew, nil
 		case err != nil:
 			v = classifyError(err)
+			stale = errors.Is(vault.ErrorForCode(v.code), vault.ErrReservationStale)
 		default:
 			v = classifyIntent(pi)
 		}
@@ -259,9 +265,19 @@ func (s *Service) attempt(ctx context.Context, client *stripe.Client, req Charge
 				return ChargeResult{}, nextRenew, nil
 			}
 			v = reconcileFailed(err)
-		case !found && step.reconcile:
-			// Stripe may have forgotten the key: a new request under it is new.
-			return ChargeResult{}, nextReconciled, nil
+		case !found && stale:
+			// Stripe may have forgotten the key: a new request under it is
+			// new, so the vault must count it anew. Listing has shown that no
+			// payment carries the key, so its reservation is released first.
+			unlisted, err := s.releaseUnpaid(work, req, step.rec)
+			if err != nil {
+				return ChargeResult{}, nextDone, err
+			}
+			if !unlisted {
+				return ChargeResult{}, nextReconciled, nil
+			}
+			v = verdict{kind: kindTerminal, state: StateHeldForReview, code: codeUnlistedPayment,
+				reason: "the vault counts a payment under this key that listing does not find: check Stripe before charging again"}
 		case !found:
 			// Stripe remembers the key and replays its 500: only a new key helps.
 			return ChargeResult{Reason: rotationReason(replay)}, nextRotate, nil
@@ -335,6 +351,28 @@ func (s *Service) rotate(ctx context.Context, req ChargeRequest, rec ChargeRecor
 			"retired", rec.IdempotencyKey, "generation", rec.KeyGeneration+1)
 	}
 	return res, done, nil
+}
+
+// codeUnlistedPayment: the vault counts a payment under the record's key that
+// listing the customer's PaymentIntents does not find.
+const codeUnlistedPayment = "unlisted_payment"
+
+// releaseUnpaid releases the vault reservation of rec's key after listing
+// found no payment carrying it, so that the vault reserves, and counts against
+// the cap, the new request about to be made under the key. A key without a
+// reservation (no request under it got past the vault) has nothing to release.
+// unlisted reports a reservation the vault holds as committed: a payment
+// exists that listing did not find, so the charge is not sent again but held
+// for a human.
+func (s *Service) releaseUnpaid(ctx context.Context, req ChargeRequest, rec ChargeRecord) (unlisted bool, err error) {
+	state, err := s.vault.issuer.Reconcile(ctx, req.KeyRef, rec.IdempotencyKey, vault.Failed)
+	switch {
+	case errors.Is(err, vault.ErrInvalid):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("charge %s/%s: release the reservation of an unpaid stale key: %w", req.Period, req.CustomerID, err)
+	}
+	return state == vault.ReservationCommitted, nil
 }
 
 // renewable reports the proxy refusing a key as expired, or as unknown (a

@@ -140,6 +140,10 @@ func classifyError(err error) verdict {
 		case errors.Is(verr, vault.ErrCapExceeded), errors.Is(verr, vault.ErrBudgetExceeded), errors.Is(verr, vault.ErrKeyRevoked):
 			// A cap, the run budget or an operator stopped it: a human decides.
 			v.kind, v.state = kindTerminal, StateHeldForReview
+		case errors.Is(verr, vault.ErrReservationStale):
+			// The vault's clock finds the key's first use past Stripe's
+			// window, whatever ours says: list first, as for a stale record.
+			v.kind = kindReconcile
 		case errors.Is(verr, vault.ErrKeyExpired), errors.Is(verr, vault.ErrUnavailable), errors.Is(verr, vault.ErrUpstream):
 			// Renewed by Charge, or transient; an upstream failure may hide a
 			// payment, which the same idempotency key replays.

@@ -13,6 +13,15 @@ import (
 // key's current generation; each renewal adds one.
 const maxChain = 32
 
+// ReplayWindow is how long after a reservation's first use a repeat of its
+// request is forwarded as a replay: Stripe keeps idempotency keys 24 h, and
+// the hour below that absorbs clocks that disagree (the vault's, Charge's,
+// Stripe's). Past it, Stripe may answer the repeat as a new payment that the
+// reservation does not count, so the proxy refuses it (ErrReservationStale).
+// billing.DefaultStalePending, after which Charge reconciles a pending record
+// before sending it again, is this same window.
+const ReplayWindow = 23 * time.Hour
+
 // charge is what the proxy read from a payment request.
 type charge struct {
 	IdempotencyKey string
@@ -59,7 +68,10 @@ func authorize(k keyRecord, credential, endpoint string, now time.Time) error {
 
 // reserve holds c's amount against the key's cap and its run budget shard, in
 // one transaction. A replay of an idempotency key that is pending or committed
-// reserves nothing more; one that was released is reserved again, since it is
+// reserves nothing more and is forwarded, within ReplayWindow of the
+// reservation's first use (Stripe replays it: no new money, and the caller
+// gets Stripe's own answer, PaymentIntent and all); after it, it is refused
+// (ErrReservationStale). One that was released is reserved again, since it is
 // about to be forwarded again, if the key has room for it (admits). It reports
 // whether it reserved anything.
 func reserve(ctx context.Context, tx store.Tx, ref, credential string, c charge, now time.Time) (bool, error) {
@@ -88,6 +100,13 @@ func reserve(ctx context.Context, tx store.Tx, ref, credential string, c charge,
 			return false, fmt.Errorf("key %s: idempotency key %q was used for %d, now %d: %w", ref, c.IdempotencyKey, r.Amount, c.Amount, ErrIdempotencyKeyReused)
 		}
 		if r.State != stateReleased {
+			// A live reservation's request is a replay for Stripe only while
+			// Stripe keeps its key; later it would be a new payment, past the
+			// cap that this reservation already used.
+			if now.Sub(r.ReservedAt) >= ReplayWindow {
+				return false, fmt.Errorf("key %s: idempotency key %q (%s) first sent at %s, %s or more ago: reconcile before sending it again: %w",
+					ref, c.IdempotencyKey, r.State, r.ReservedAt.Format(time.RFC3339), ReplayWindow, ErrReservationStale)
+			}
 			return false, nil
 		}
 	}
@@ -104,7 +123,7 @@ func reserve(ctx context.Context, tx store.Tx, ref, credential string, c charge,
 			ref, c.Amount, c.Currency, k.BudgetShard, shard.Budget, shard.Used, ErrBudgetExceeded)
 	}
 
-	k.Reservations[field] = reservation{IdempotencyKey: c.IdempotencyKey, Amount: c.Amount, State: statePending, UpdatedAt: now}
+	k.Reservations[field] = reservation{IdempotencyKey: c.IdempotencyKey, Amount: c.Amount, State: statePending, UpdatedAt: now, ReservedAt: now}
 	if err := tx.Update(keyPath(ref), store.Data{
 		"reserved":     k.Reserved + c.Amount,
 		"reservations": k.reservationsData(),

@@ -45,12 +45,21 @@ const (
 	stateReleased  = "released"  // Stripe answered a definite failure; counts nowhere
 )
 
+// ReservationCommitted is the state Issuer.Reconcile returns for a
+// reservation whose payment the vault counts as made.
+const ReservationCommitted = stateCommitted
+
 // reservation is one charge on a key, keyed by its Stripe idempotency key.
 type reservation struct {
 	IdempotencyKey string
 	Amount         int64
 	State          string
 	UpdatedAt      time.Time
+	// ReservedAt is when the reservation was last made pending, just before
+	// its request was first forwarded: the start of Stripe's window for the
+	// idempotency key (ReplayWindow). A released one reserved again starts
+	// anew, since it is forwarded again.
+	ReservedAt time.Time
 }
 
 // keyRecord is a vault_keys document.
@@ -104,6 +113,7 @@ func (k *keyRecord) reservationsData() map[string]any {
 			"amount":          r.Amount,
 			"state":           r.State,
 			"updated_at":      r.UpdatedAt,
+			"reserved_at":     r.ReservedAt,
 		}
 	}
 	return res
@@ -188,6 +198,16 @@ func decodeKey(doc store.Doc) (keyRecord, error) {
 			State:          r.str("state"),
 			UpdatedAt:      r.time("updated_at"),
 		}
+		// Reservations written before reserved_at existed have only
+		// updated_at, which is never earlier than the first use: their window
+		// is read as starting then, the later (permissive) side by at most
+		// the time to settlement.
+		res := k.Reservations[f]
+		res.ReservedAt = res.UpdatedAt
+		if at, ok := m["reserved_at"].(time.Time); ok {
+			res.ReservedAt = at
+		}
+		k.Reservations[f] = res
 		if r.err != nil {
 			d.fail("reservations."+f, r.err)
 		}

@@ -60,6 +60,14 @@ var (
 	// ErrIdempotencyKeyReused: the idempotency key was already used on this key
 	// with another amount.
 	ErrIdempotencyKeyReused = errors.New("vault: idempotency key reused with other parameters")
+	// ErrReservationStale: a repeat of a request whose reservation is live
+	// (committed, or pending with the outcome unknown) came ReplayWindow or
+	// more after the reservation's first use. Stripe may have forgotten the
+	// idempotency key, so forwarding it could make a new payment that the
+	// reservation does not count; the caller reconciles first (lists the
+	// customer's PaymentIntents) and, if no payment carries the key, releases
+	// the reservation (Issuer.Reconcile, Failed) before sending it again.
+	ErrReservationStale = errors.New("vault: reservation stale")
 	// ErrBadRequest: the request cannot be parsed (amount, currency, customer).
 	ErrBadRequest = errors.New("vault: bad request")
 	// ErrBodyTooLarge: the request body exceeds the proxy's limit.
@@ -93,6 +101,7 @@ var refusals = []refusal{
 	{ErrCurrencyMismatch, "vault_currency_mismatch", http.StatusBadRequest},
 	{ErrCapExceeded, "vault_cap_exceeded", http.StatusPaymentRequired},
 	{ErrBudgetExceeded, "vault_budget_exceeded", http.StatusPaymentRequired},
+	{ErrReservationStale, "vault_reservation_stale", http.StatusConflict},
 	{ErrIdempotencyKeyRequired, "vault_idempotency_key_required", http.StatusBadRequest},
 	{ErrIdempotencyKeyReused, "vault_idempotency_key_reused", http.StatusBadRequest},
 	{ErrBadRequest, "vault_bad_request", http.StatusBadRequest},
