@@ -266,6 +266,46 @@ func TestF16_KeyExpiresMidRun(t *testing.T) {
 	})
 }
 
+// TestF16_RevokedAfterAttemptWarns: a customer whose first attempt left the
+// record pending (the payment went through, its answer was lost) has its key
+// revoked. Whether Charge or a retried page finds the revocation, the hold's
+// reason says a payment may exist (I2): a revoked key cannot list it.
+func TestF16_RevokedAfterAttemptWarns(t *testing.T) {
+	const warning = "1 earlier attempt(s): check Stripe for a payment before charging again"
+	cases := []struct {
+		name  string
+		finds func(t *testing.T, e *env)
+	}{
+		{"found by Charge", func(t *testing.T, e *env) {
+			wantStatus(t, e.charge("c000"), http.StatusUnprocessableEntity, "held_for_review")
+		}},
+		{"found by a retried page", func(t *testing.T, e *env) {
+			wantStatus(t, e.issue(period, "exec-1", "", 0), http.StatusOK, "")
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b store.Backend) {
+				e := newEnv(t, b, envOptions{faults: stripesim.Faults{Error500After: 1, FirstAttempts: 1}})
+				e.seed(visa(1)...)
+				e.issueAll("exec-1")
+				if r := e.charge("c000"); r.status != http.StatusServiceUnavailable {
+					t.Fatalf("first attempt: %d %v, want 503", r.status, r.body)
+				}
+				e.setFaults(stripesim.Faults{})
+				if err := e.issuer.Revoke(t.Context(), e.keyRef(period, "c000"), "card reported stolen"); err != nil {
+					t.Fatal(err)
+				}
+				tc.finds(t, e)
+				rec := e.record("c000")
+				if rec.State != billing.StateHeldForReview || !strings.Contains(rec.Reason, "card reported stolen") || !strings.Contains(rec.Reason, warning) {
+					t.Errorf("c000: %s %s %q, want held for review, the operator's reason and %q", rec.State, rec.ErrorCode, rec.Reason, warning)
+				}
+			})
+		})
+	}
+}
+
 // assertRenewed checks that ref was renewed as next: same cap, next
 // generation, old one superseded.
 func assertRenewed(t *testing.T, e *env, ref, next string) {

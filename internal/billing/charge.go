@@ -201,15 +201,23 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 }
 
 // holdRevoked records held_for_review for a charge whose key an operator
-// revoked: it is not sent again. After earlier attempts, a payment may exist
-// (an answer lost before the revocation): the reason says so, for the human
-// who reviews it.
+// revoked: it is not sent again.
 func (s *Service) holdRevoked(ctx context.Context, req ChargeRequest, attempts int64, cause error) (ChargeResult, error) {
-	v := verdict{kind: kindTerminal, state: StateHeldForReview, code: vault.Code(vault.ErrKeyRevoked), reason: cause.Error()}
-	if attempts > 0 {
-		v.reason += fmt.Sprintf("; %d earlier attempt(s): check Stripe for a payment before charging again", attempts)
-	}
+	v := verdict{kind: kindTerminal, state: StateHeldForReview, code: vault.Code(vault.ErrKeyRevoked), reason: heldReason(cause.Error(), attempts)}
 	return s.settle(ctx, req, "", v, false)
+}
+
+// heldReason is the reason recorded for a charge held for review without a
+// Stripe answer (by Charge, or by a page at issuance). After earlier attempts
+// a payment may exist (an answer lost before the hold) that nothing else will
+// find: a held key cannot list it, and the vault reservation stays pending.
+// So the reason, which billrun report shows, says so for the human who
+// reviews it.
+func heldReason(reason string, attempts int64) string {
+	if attempts > 0 {
+		reason += fmt.Sprintf("; %d earlier attempt(s): check Stripe for a payment before charging again", attempts)
+	}
+	return reason
 }
 
 // next says what Charge does after an attempt.

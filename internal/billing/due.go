@@ -198,10 +198,11 @@ func (s *Service) PlanDuePage(ctx context.Context, tx store.Tx, req DueRequest) 
 }
 
 // hold records a pending customer of the page as held_for_review with code and
-// reason, and takes it off the page: its charge is never sent.
+// reason (heldReason: with a warning after earlier attempts), and takes it off
+// the page: its charge is never sent.
 func (p *DuePagePlan) hold(customerID, code, reason string, now time.Time) {
 	held := func(rec ChargeRecord) ChargeRecord {
-		rec.State, rec.ErrorCode, rec.Reason, rec.SettledAt, rec.UpdatedAt = StateHeldForReview, code, reason, now, now
+		rec.State, rec.ErrorCode, rec.Reason, rec.SettledAt, rec.UpdatedAt = StateHeldForReview, code, heldReason(reason, rec.Attempts), now, now
 		p.Records[customerID] = rec
 		return rec
 	}
