@@ -12,6 +12,11 @@ type ChargeRequest struct {
 	Period     string `json:"period"`
 	CustomerID string `json:"customer_id"`
 	KeyRef     string `json:"key_ref,omitempty"`
+	// ExecutionID is the execution that owns the run's lease (for a child
+	// segment, its parent): Charge keeps that lease alive while a slow page
+	// is charged (billing.ChargeRequest.Execution). The workflow always sends
+	// it; without it no lease is renewed.
+	ExecutionID string `json:"execution_id,omitempty"`
 }
 
 // ChargeResponse is Charge's answer: 200 (charged, already_charged, skipped),
@@ -39,7 +44,9 @@ func Charge(svc *billing.Service, b Base) http.Handler {
 			fail(w, r, b.Log, NameCharge, err)
 			return
 		}
-		res, err := svc.Charge(r.Context(), billing.ChargeRequest{Period: req.Period, CustomerID: req.CustomerID, KeyRef: req.KeyRef})
+		res, err := svc.Charge(r.Context(), billing.ChargeRequest{
+			Period: req.Period, CustomerID: req.CustomerID, KeyRef: req.KeyRef, Execution: req.ExecutionID,
+		})
 		if err != nil {
 			fail(w, r, b.Log, NameCharge, err)
 			return

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -291,6 +292,64 @@ func TestF10_CardDeclined(t *testing.T) {
 		}
 		e.assertSummary(res.summary, 2, map[string]int64{"succeeded": 1, "declined": 1})
 		e.assertAllTerminal()
+	})
+}
+
+// TestF15_SlowPageKeepsLease: a page whose charges outlast the lease (a
+// rate-limit storm's backoff) keeps the lease with its owner, because each
+// Charge on its behalf renews it once less than half is left; a second
+// execution's preflight during the page answers already_running (I4). The
+// lease is written at most about once per half-lease, not once per charge,
+// and only for its owner.
+func TestF15_SlowPageKeepsLease(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b store.Backend) {
+		e := newEnv(t, b, envOptions{})
+		e.seed(visa(8)...)
+		e.issueAll("exec-1")
+		lease := func() time.Time {
+			run, err := billing.GetRun(t.Context(), e.store, period)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.Owner != "exec-1" {
+				t.Fatalf("run owned by %s, want exec-1", run.Owner)
+			}
+			return run.LeaseExpiresAt
+		}
+		steps := []struct {
+			after   time.Duration // since the previous step
+			as      string        // execution_id sent
+			renewed bool
+		}{
+			{time.Minute, "exec-1", false},     // 9 of 10 minutes left
+			{3 * time.Minute, "exec-1", false}, // 6 left
+			{2 * time.Minute, "exec-2", false}, // 4 left, not the owner
+			{0, "", false},                     // 4 left, no owner named
+			{0, "exec-1", true},                // 4 left: renewed to 10
+			{time.Minute, "exec-1", false},     // 9 left
+			{5 * time.Minute, "exec-1", false}, // 4 left... renewed below
+		}
+		steps[len(steps)-1].renewed = true
+		for i, st := range steps {
+			e.clock.Advance(st.after)
+			before := lease()
+			id := fmt.Sprintf("c%03d", i)
+			wantStatus(t, e.chargeAs(st.as, id), http.StatusOK, "charged")
+			after := lease()
+			if renewed := after.After(before); renewed != st.renewed {
+				t.Errorf("step %d (%s as %q): lease %s → %s, renewed %v, want %v", i, id, st.as, before, after, renewed, st.renewed)
+			}
+			if st.renewed && !after.Equal(e.clock.Now().Add(billing.DefaultLease)) {
+				t.Errorf("step %d: lease renewed to %s, want now + %s", i, after, billing.DefaultLease)
+			}
+			if got := e.preflight("exec-2").str("status"); got != "already_running" {
+				t.Fatalf("step %d: a second execution's preflight answered %q, want already_running", i, got)
+			}
+		}
+		// 17 minutes in, past the first lease: still exec-1's.
+		if res := e.runWorkflow("exec-1", 10, 2); res.preflight != "resumed" {
+			t.Fatalf("owner's preflight = %s", res.preflight)
+		}
 	})
 }
 

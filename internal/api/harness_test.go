@@ -327,6 +327,13 @@ func (e *env) chargeFor(p string, instance int, customer string) reply {
 		map[string]any{"period": p, "customer_id": customer, "key_ref": e.keyRef(p, customer)})
 }
 
+// chargeAs charges a customer of period as the workflow does, on behalf of
+// the execution that owns the run's lease.
+func (e *env) chargeAs(execution, customer string) reply {
+	return e.postCtx(context.Background(), e.http, 0, api.NameCharge,
+		map[string]any{"period": period, "customer_id": customer, "key_ref": e.keyRef(period, customer), "execution_id": execution})
+}
+
 // keyRef is the key reference the last page gave the customer ("" if none).
 func (e *env) keyRef(p, customer string) string {
 	e.mu.Lock()

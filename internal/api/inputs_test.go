@@ -110,6 +110,7 @@ func TestBadInputs(t *testing.T) {
 			{"bad key ref", "Charge", `{"period":"2026-10","customer_id":"zero","key_ref":"../x"}`, 400, "key_ref: malformed"},
 			{"truncated key ref", "Charge", `{"period":"2026-10","customer_id":"paid","key_ref":"` + forged[:20] + `"}`, 400, "key_ref: malformed"},
 			{"forged key ref", "Charge", `{"period":"2026-10","customer_id":"paid","key_ref":"` + forged + `"}`, 400, "names no vault key"},
+			{"bad execution id", "Charge", `{"period":"2026-10","customer_id":"paid","key_ref":"` + forged + `","execution_id":"a/b"}`, 400, "execution_id"},
 			{"page too big", "IssueVaultKeys", `{"period":"2026-10","execution_id":"x","page_size":151}`, 400, "page_size"},
 			{"oversized body", "Charge", huge, 413, "larger than"},
 			{"paging without a claim", "IssueVaultKeys", `{"period":"2026-10","execution_id":"x"}`, 409, "lease_lost"},

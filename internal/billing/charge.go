@@ -20,6 +20,11 @@ type ChargeRequest struct {
 	// KeyRef is the vault key reference IssueVaultKeys gave for this charge;
 	// required.
 	KeyRef string
+	// Execution is the execution that owns the run's lease, on whose behalf
+	// the charge is made; optional. With it, Charge keeps the lease alive
+	// (keepLease), so a page slower than the lease is not resumed by another
+	// execution while it is still charging (I4, F15).
+	Execution string
 }
 
 // Outcome is Charge's answer.
@@ -124,9 +129,15 @@ func (s *Service) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, 
 	if err := validateKeyRef(req.KeyRef); err != nil {
 		return ChargeResult{}, err
 	}
+	if req.Execution != "" {
+		if err := ValidateExecutionID(req.Execution); err != nil {
+			return ChargeResult{}, err
+		}
+	}
 	if s.vault == nil || s.vault.proxyURL == "" {
 		return ChargeResult{}, fmt.Errorf("charge: %w: no vault proxy configured", ErrStripeConfig)
 	}
+	s.keepLease(ctx, req.Period, req.Execution)
 	// Calls for one customer in this instance take turns; a call that waited
 	// usually finds the record settled by the one before it.
 	waitCtx, cancelWait := context.WithTimeout(ctx, beginTimeout)

@@ -294,6 +294,66 @@ func summaryFrom(f *fields) Summary {
 	return s
 }
 
+// keepLeaseTimeout bounds keepLease, so that a contended run document delays
+// no charge by much.
+const keepLeaseTimeout = 2 * time.Second
+
+// keepLease renews the run's lease for execution, its owner, when less than
+// half of it is left: a page is issued with a fresh lease, but its charges
+// (up to MaxPageSize customers, retried with backoff under a rate-limit
+// storm) can outlast it, and another execution's preflight would then resume
+// the period while this one is still charging (I4, F15). Every charge reads
+// the run; only one in about half a lease writes it, in a short transaction
+// that checks again, so concurrent charges do not contend for one hot
+// document. It never fails the charge (which is idempotent): a lease that is
+// not renewed, or was lost to another execution, is logged.
+func (s *Service) keepLease(ctx context.Context, period, execution string) {
+	if execution == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, keepLeaseTimeout)
+	defer cancel()
+	due := func(run Run, now time.Time) bool {
+		return run.holds(execution) && run.LeaseExpiresAt.Sub(now) < s.lease/2
+	}
+	run, err := GetRun(ctx, s.store, period)
+	if err != nil && !isNotFound(err) {
+		s.log.WarnContext(ctx, "lease not renewed", "period", period, "execution", execution, "error", err.Error())
+		return
+	}
+	if err != nil || !due(run, s.clock()) {
+		if err == nil && run.State == RunInProgress && run.Owner != execution {
+			s.log.WarnContext(ctx, "charging for an execution that does not hold the lease", "period", period,
+				"execution", execution, "owner", run.Owner)
+		}
+		return
+	}
+	renewed := false
+	err = s.store.RunTransaction(ctx, func(ctx context.Context, tx store.Tx) error {
+		renewed = false
+		doc, err := tx.Get(ctx, runPath(period))
+		if err != nil {
+			return err
+		}
+		run, err := runFrom(doc)
+		if err != nil {
+			return err
+		}
+		now := s.clock()
+		if !due(run, now) {
+			return nil
+		}
+		renewed = true
+		return tx.Update(runPath(period), store.Data{fLease: now.Add(s.lease), fUpdatedAt: now})
+	})
+	switch {
+	case err != nil:
+		s.log.WarnContext(ctx, "lease not renewed", "period", period, "execution", execution, "error", err.Error())
+	case renewed:
+		s.log.InfoContext(ctx, "lease renewed by a charge", "period", period, "execution", execution)
+	}
+}
+
 // MarkCompleted completes the run owned by execution, refusing (IncompleteError)
 // while enumeration is unfinished or any due customer lacks a terminal outcome
 // (I2). Completing a completed run returns its summary again.
