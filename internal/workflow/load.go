@@ -174,23 +174,48 @@ func (l *loader) params(routine string, n *yaml.Node) []Param {
 	return ps
 }
 
-func (l *loader) steps(n *yaml.Node) []*Step {
+// oneKeyList is the shape of steps, assign and branches: a non-empty list
+// (of at most limit items, when limit > 0) of maps with exactly one key. It
+// reports each malformed item and returns the well-formed ones as key/value
+// pairs.
+type oneKeyList struct {
+	empty   string // the error for a missing or empty list
+	item    string // the error for an item that is not a one-key map
+	limit   int
+	tooMany string // format of the error over limit: count, limit
+}
+
+func (l *loader) oneKeyItems(n *yaml.Node, shape oneKeyList) [][2]*yaml.Node {
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
-		l.d.errorf(posOf(n), "steps must be a non-empty list of steps")
+		l.d.errorf(posOf(n), "%s", shape.empty)
 		return nil
 	}
-	var out []*Step
+	if shape.limit > 0 && len(n.Content) > shape.limit {
+		l.d.errorf(posOf(n), shape.tooMany, len(n.Content), shape.limit)
+	}
+	var out [][2]*yaml.Node
 	for _, c := range n.Content {
 		c = resolveAlias(c)
 		if c.Kind != yaml.MappingNode || len(c.Content) != 2 {
-			l.d.errorf(posOf(c), "a step is a map with exactly one key, the step name")
+			l.d.errorf(posOf(c), "%s", shape.item)
 			continue
 		}
-		k := c.Content[0]
+		out = append(out, [2]*yaml.Node{c.Content[0], c.Content[1]})
+	}
+	return out
+}
+
+func (l *loader) steps(n *yaml.Node) []*Step {
+	var out []*Step
+	for _, kv := range l.oneKeyItems(n, oneKeyList{
+		empty: "steps must be a non-empty list of steps",
+		item:  "a step is a map with exactly one key, the step name",
+	}) {
+		k := kv[0]
 		if !identRe.MatchString(k.Value) {
 			l.d.errorf(posOf(k), "invalid step name %q", k.Value)
 		}
-		if s := l.body(k.Value, posOf(k), resolveAlias(c.Content[1]), stepKeys); s != nil {
+		if s := l.body(k.Value, posOf(k), resolveAlias(kv[1]), stepKeys); s != nil {
 			out = append(out, s)
 		}
 	}
@@ -299,27 +324,20 @@ func (l *loader) ident(n *yaml.Node, what string) string {
 }
 
 func (l *loader) assign(n *yaml.Node) []*Assignment {
-	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
-		l.d.errorf(posOf(n), "assign must be a non-empty list of one-key maps")
-		return nil
-	}
-	if len(n.Content) > MaxAssignsPerStep {
-		l.d.errorf(posOf(n), "assign has %d items; the limit is %d", len(n.Content), MaxAssignsPerStep)
-	}
 	var out []*Assignment
-	for _, c := range n.Content {
-		c = resolveAlias(c)
-		if c.Kind != yaml.MappingNode || len(c.Content) != 2 {
-			l.d.errorf(posOf(c), "each assign item is a map with exactly one key")
-			continue
-		}
-		k := c.Content[0]
+	for _, kv := range l.oneKeyItems(n, oneKeyList{
+		empty:   "assign must be a non-empty list of one-key maps",
+		item:    "each assign item is a map with exactly one key",
+		limit:   MaxAssignsPerStep,
+		tooMany: "assign has %d items; the limit is %d",
+	}) {
+		k := kv[0]
 		t, err := parseTarget(k.Value)
 		if err != nil {
 			l.d.errorf(posOf(k), "invalid assignment target %q: %v", k.Value, err)
 			continue
 		}
-		out = append(out, &Assignment{Pos: posOf(k), Target: t, Value: compileValue(l.d, c.Content[1])})
+		out = append(out, &Assignment{Pos: posOf(k), Target: t, Value: compileValue(l.d, kv[1])})
 	}
 	return out
 }
@@ -449,25 +467,18 @@ func (l *loader) parallel(n *yaml.Node) *Parallel {
 }
 
 func (l *loader) branches(n *yaml.Node) []*Branch {
-	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
-		l.d.errorf(posOf(n), "branches must be a non-empty list")
-		return nil
-	}
-	if len(n.Content) > MaxBranches {
-		l.d.errorf(posOf(n), "parallel has %d branches; the limit is %d", len(n.Content), MaxBranches)
-	}
 	var out []*Branch
-	for _, c := range n.Content {
-		c = resolveAlias(c)
-		if c.Kind != yaml.MappingNode || len(c.Content) != 2 {
-			l.d.errorf(posOf(c), "a branch is a map with exactly one key, the branch name")
-			continue
-		}
-		k := c.Content[0]
+	for _, kv := range l.oneKeyItems(n, oneKeyList{
+		empty:   "branches must be a non-empty list",
+		item:    "a branch is a map with exactly one key, the branch name",
+		limit:   MaxBranches,
+		tooMany: "parallel has %d branches; the limit is %d",
+	}) {
+		k := kv[0]
 		if !identRe.MatchString(k.Value) {
 			l.d.errorf(posOf(k), "invalid branch name %q", k.Value)
 		}
-		f, _ := l.fields(resolveAlias(c.Content[1]), "branch "+k.Value, "steps")
+		f, _ := l.fields(resolveAlias(kv[1]), "branch "+k.Value, "steps")
 		b := &Branch{Name: k.Value, Pos: posOf(k)}
 		if f["steps"] == nil {
 			l.d.errorf(posOf(k), "branch %s needs steps", k.Value)
