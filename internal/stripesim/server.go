@@ -331,6 +331,26 @@ type exchange struct {
 	w   http.ResponseWriter
 	c   *call
 	rec *RequestRecord
+	// log records rec in the server's request log, once.
+	log func(RequestRecord)
+	// logged is set once rec is in the log.
+	logged bool
+}
+
+// finish puts the request in the log, once.
+func (x *exchange) finish() {
+	if !x.logged {
+		x.logged = true
+		x.log(*x.rec)
+	}
+}
+
+// hangUp closes the connection without an answer. The request is logged
+// first: the client may resend at once, and a reader of the log must never see
+// the resend without the request it repeats.
+func (x *exchange) hangUp() {
+	x.finish()
+	dropConnection(x.w)
 }
 
 func (x *exchange) respond(status int, body []byte) {
@@ -356,7 +376,7 @@ func (x *exchange) errorBody(e *apiError) []byte {
 // drop closes the connection without an answer (RequestRecord.Status 0).
 func (x *exchange) drop() {
 	x.rec.Fault, x.rec.Status = faultDropAfter, 0
-	dropConnection(x.w)
+	x.hangUp()
 }
 
 // ServeHTTP handles one request: latency, auth, rate limiting, front-door
@@ -392,8 +412,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Time: c.now, RequestID: c.reqID, Method: r.Method, Path: r.URL.Path,
 		IdempotencyKey: c.idemKey, SDKGeneratedKey: sdkKeyPattern.MatchString(c.idemKey), Attempt: attempt,
 	}
-	defer func() { s.record(*rec) }()
-	x := &exchange{w: w, c: c, rec: rec}
+	x := &exchange{w: w, c: c, rec: rec, log: s.record}
+	defer x.finish()
 	h := w.Header()
 	h.Set("Request-Id", c.reqID)
 	h.Set("Stripe-Version", APIVersion)
@@ -402,7 +422,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if dec.latency > 0 && !s.sleep(r.Context(), dec.latency) {
 		rec.Status = 499 // the caller left, or Close: answer nothing
-		dropConnection(w)
+		x.hangUp()
 		return
 	}
 	defer s.active.Add(-1)
@@ -501,7 +521,7 @@ func (s *Server) execute(x *exchange, rt *route, fingerprint string, dec decisio
 			if !s.sleep(context.Background(), slowDelay) {
 				// Closed mid-commit: nothing happened, as in a crash.
 				s.endIdempotent(x.c.idemKey)
-				dropConnection(x.w)
+				x.hangUp()
 				return
 			}
 		}
